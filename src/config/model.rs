@@ -1,0 +1,327 @@
+//! The config types. Field names are the TOML keys; defaults are the seeds' policy defaults.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: Server,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub policy: Policy,
+    pub networks: Vec<Network>,
+    #[serde(default)]
+    pub keys: Vec<Key>,
+    #[serde(default)]
+    pub cluster: Option<Cluster>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// JSON-RPC over HTTP (and later WebSocket).
+    pub listen: String,
+    /// Admin endpoints: metrics, status, health.
+    #[serde(default)]
+    pub admin_listen: Option<String>,
+    /// Number of shards; 0 = one per available core.
+    #[serde(default)]
+    pub shards: usize,
+    /// Where this node runs; feeds region affinity.
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub tls: Option<Tls>,
+    /// Pin each shard to its own core (turn off when several processes share a small machine).
+    #[serde(default = "yes")]
+    pub pin_cores: bool,
+    /// io_uring registered buffer memory per shard, in KiB. Prism does no file I/O, so it stays small.
+    #[serde(default = "default_io_memory_kib")]
+    pub io_memory_kib: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    pub cert: String,
+    pub key: String,
+}
+
+/// Every limit the edge and transport enforce. All have sane defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body accepted (413 beyond). geth's own limit is 5 MiB.
+    pub max_body_bytes: usize,
+    /// Largest request head (request line + headers), 431 beyond.
+    pub max_header_bytes: usize,
+    /// Most calls in one JSON-RPC batch.
+    pub max_batch: usize,
+    /// Deepest JSON nesting accepted in a request.
+    pub max_depth: usize,
+    /// Most client connections open at once across all shards (503 beyond).
+    pub max_connections: usize,
+    /// Overall deadline for one client request, upstream attempts included.
+    pub request_deadline_ms: u64,
+    /// How long a keep-alive client connection may sit idle between requests.
+    pub idle_timeout_ms: u64,
+    /// How long a started request may take to arrive in full (slow clients get 408).
+    pub client_timeout_ms: u64,
+    /// How long shutdown waits for in-flight requests.
+    pub drain_timeout_ms: u64,
+    /// TCP (and TLS) connect deadline towards an upstream.
+    pub upstream_connect_timeout_ms: u64,
+    /// Idle keep-alive connections kept per upstream per shard.
+    pub upstream_max_idle: usize,
+    /// An idle upstream connection older than this is closed rather than reused.
+    pub upstream_idle_timeout_ms: u64,
+    /// Largest upstream response accepted.
+    pub max_response_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 5 * 1024 * 1024,
+            max_header_bytes: 16 * 1024,
+            max_batch: 100,
+            max_depth: 64,
+            max_connections: 20_000,
+            request_deadline_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            client_timeout_ms: 10_000,
+            drain_timeout_ms: 10_000,
+            upstream_connect_timeout_ms: 2_000,
+            upstream_max_idle: 64,
+            upstream_idle_timeout_ms: 30_000,
+            max_response_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    pub retry: RetryPolicy,
+    pub breaker: BreakerPolicy,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+    pub jitter: Jitter,
+    pub retry_on: Vec<RetryOn>,
+    pub never_retry: Vec<String>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay_ms: 120,
+            max_delay_ms: 2000,
+            jitter: Jitter::Full,
+            retry_on: vec![
+                RetryOn::Timeout,
+                RetryOn::Status5xx,
+                RetryOn::Status429,
+                RetryOn::ConnectionReset,
+            ],
+            never_retry: vec!["eth_sendRawTransaction".to_string()],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Jitter {
+    Full,
+    Equal,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RetryOn {
+    #[serde(rename = "timeout")]
+    Timeout,
+    #[serde(rename = "5xx")]
+    Status5xx,
+    #[serde(rename = "429")]
+    Status429,
+    #[serde(rename = "connection-reset")]
+    ConnectionReset,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerPolicy {
+    pub failure_threshold: u32,
+    pub window_ms: u64,
+    pub cooldown_ms: u64,
+    pub half_open_probes: u32,
+    pub backoff_multiplier: f64,
+    pub max_cooldown_ms: u64,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerPolicy {
+            failure_threshold: 5,
+            window_ms: 30_000,
+            cooldown_ms: 15_000,
+            half_open_probes: 1,
+            backoff_multiplier: 2.0,
+            max_cooldown_ms: 300_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum NetworkKind {
+    #[serde(rename = "evm")]
+    Evm,
+    #[serde(rename = "solana-magic")]
+    SolanaMagic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub name: String,
+    pub kind: NetworkKind,
+    /// Checked against `eth_chainId` at start-up (EVM).
+    #[serde(default)]
+    pub chain_id: Option<u64>,
+    #[serde(default = "default_probe_interval_ms")]
+    pub probe_interval_ms: u64,
+    #[serde(default = "default_max_drift_blocks")]
+    pub max_drift_blocks: u64,
+    #[serde(default = "default_hwm_tolerance_blocks")]
+    pub hwm_tolerance_blocks: u64,
+    /// Solana magic router: the delegation program id.
+    #[serde(default)]
+    pub delegation_program: Option<String>,
+    /// Solana magic router: the ER used for records whose authority is the default pubkey.
+    #[serde(default)]
+    pub default_er: Option<String>,
+    pub providers: Vec<Provider>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderRole {
+    Base,
+    Ephemeral,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    pub name: String,
+    pub url: String,
+    #[serde(default)]
+    pub ws_url: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default = "default_weight")]
+    pub weight: f64,
+    #[serde(default)]
+    pub quota_rps: Option<u32>,
+    /// Used only when no other provider is usable.
+    #[serde(default)]
+    pub overflow: bool,
+    /// Solana magic router: base layer or ephemeral rollup.
+    #[serde(default)]
+    pub role: Option<ProviderRole>,
+    /// Solana magic router: the ER validator identity delegation records name as authority.
+    #[serde(default)]
+    pub identity: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    #[default]
+    Score,
+    RoundRobin,
+    Random,
+    Weighted,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Weights {
+    pub latency: f64,
+    pub error: f64,
+    pub quota: f64,
+    pub affinity: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights {
+            latency: 0.55,
+            error: 0.30,
+            quota: 0.10,
+            affinity: 0.05,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Key {
+    pub name: String,
+    pub key: String,
+    /// Networks this key may use; empty = all.
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// Method allowlist (exact names and `prefix_*`); empty = all.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Origin lock; empty = any origin.
+    #[serde(default)]
+    pub origins: Vec<String>,
+    #[serde(default)]
+    pub rate_per_s: Option<f64>,
+    #[serde(default)]
+    pub burst: Option<u32>,
+    #[serde(default)]
+    pub strategy: Strategy,
+    #[serde(default)]
+    pub weights: Weights,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    pub redis_url: String,
+    #[serde(default = "default_cluster_ttl_ms")]
+    pub ttl_ms: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_io_memory_kib() -> usize {
+    128
+}
+fn default_probe_interval_ms() -> u64 {
+    2000
+}
+fn default_max_drift_blocks() -> u64 {
+    10
+}
+fn default_hwm_tolerance_blocks() -> u64 {
+    2
+}
+fn default_weight() -> f64 {
+    1.0
+}
+fn default_cluster_ttl_ms() -> u64 {
+    5000
+}

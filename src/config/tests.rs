@@ -1,0 +1,98 @@
+use super::*;
+
+const MINIMAL: &str = r#"
+[server]
+listen = "127.0.0.1:8545"
+[[networks]]
+name = "n"
+kind = "evm"
+  [[networks.providers]]
+  name = "a"
+  url = "http://127.0.0.1:1234/rpc?x=1"
+"#;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn minimal_config_gets_seed_defaults() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(c.policy.retry.max_attempts, 3);
+    assert_eq!(c.policy.breaker.failure_threshold, 5);
+    assert_eq!(c.policy.breaker.max_cooldown_ms, 300_000);
+    assert_eq!(c.limits.max_body_bytes, 5 * 1024 * 1024);
+    assert_eq!(c.networks[0].max_drift_blocks, 10);
+    assert!(c.server.pin_cores);
+}
+
+#[test]
+fn reference_configs_load() {
+    let env = |name: &str| Some(format!("value-of-{name}"));
+    for text in [
+        include_str!("../../tests/fixtures/robinhood.toml"),
+        include_str!("../../tests/fixtures/solana-magic.toml"),
+    ] {
+        Config::from_toml_with(text, env).unwrap();
+    }
+}
+
+#[test]
+fn env_substitution_and_missing_variable() {
+    let text = "a = \"${X}/${Y:-dflt}/$$\"\n# ${IGNORED}\n";
+    let out = substitute_env(text, |n| (n == "X").then(|| "x".to_string())).unwrap();
+    assert_eq!(out, "a = \"x/dflt/$\"\n# ${IGNORED}\n");
+    let err = substitute_env("k = \"${NOPE}\"", no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("NOPE") && err.contains("line 1"), "{err}");
+}
+
+#[test]
+fn errors_name_the_field() {
+    let bad_url = MINIMAL.replace("http://127.0.0.1:1234/rpc?x=1", "ftp://x");
+    let err = Config::from_toml_with(&bad_url, no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("networks[0].providers[0].url:"), "{err}");
+
+    let bad_type = MINIMAL.replace("name = \"a\"", "name = \"a\"\n  weight = \"heavy\"");
+    let err = Config::from_toml_with(&bad_type, no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("networks[0].providers[0].weight"), "{err}");
+
+    let unknown = MINIMAL.replace("[server]", "[server]\nlisten_typo = 1");
+    let err = Config::from_toml_with(&unknown, no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("listen_typo"), "{err}");
+
+    let bad_listen = MINIMAL.replace("127.0.0.1:8545", "nowhere");
+    let err = Config::from_toml_with(&bad_listen, no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("server.listen:"), "{err}");
+}
+
+#[test]
+fn endpoint_parsing() {
+    let e = Endpoint::parse("https://h.example.com/v2/abc").unwrap();
+    assert_eq!(
+        (e.port, e.path.as_str(), e.host_header.as_str()),
+        (443, "/v2/abc", "h.example.com")
+    );
+    let e = Endpoint::parse("http://[::1]:8080").unwrap();
+    assert_eq!(
+        (
+            e.host.as_str(),
+            e.port,
+            e.path.as_str(),
+            e.host_header.as_str()
+        ),
+        ("::1", 8080, "/", "[::1]:8080")
+    );
+    assert_eq!(e.to_string(), "http://[::1]:8080");
+    assert!(Endpoint::parse("http://user:pw@h/").is_err());
+    assert!(Endpoint::parse("http://h:99999/").is_err());
+}

@@ -1,0 +1,340 @@
+//! Semantic checks serde cannot express. Each error names the field as `section[index].key`.
+
+use super::{Config, ConfigError, NetworkKind, ProviderRole};
+use crate::config::endpoint::{Endpoint, Scheme};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+type R = Result<(), ConfigError>;
+
+fn positive(field: &str, v: u64) -> R {
+    if v == 0 {
+        return Err(ConfigError::invalid(field, "must be greater than 0"));
+    }
+    Ok(())
+}
+
+impl Config {
+    pub(crate) fn validate(&self) -> R {
+        self.server.listen.parse::<SocketAddr>().map_err(|e| {
+            ConfigError::invalid("server.listen", format!("not a socket address: {e}"))
+        })?;
+        if let Some(admin) = &self.server.admin_listen {
+            admin.parse::<SocketAddr>().map_err(|e| {
+                ConfigError::invalid("server.admin_listen", format!("not a socket address: {e}"))
+            })?;
+        }
+        if let Some(tls) = &self.server.tls {
+            if tls.cert.is_empty() {
+                return Err(ConfigError::invalid(
+                    "server.tls.cert",
+                    "must name a PEM file",
+                ));
+            }
+            if tls.key.is_empty() {
+                return Err(ConfigError::invalid(
+                    "server.tls.key",
+                    "must name a PEM file",
+                ));
+            }
+        }
+        if self.server.io_memory_kib < 64 {
+            return Err(ConfigError::invalid(
+                "server.io_memory_kib",
+                "must be at least 64",
+            ));
+        }
+        self.validate_limits()?;
+        self.validate_policy()?;
+        self.validate_networks()?;
+        self.validate_keys()?;
+        if let Some(c) = &self.cluster {
+            if !c.redis_url.starts_with("redis://") && !c.redis_url.starts_with("rediss://") {
+                return Err(ConfigError::invalid(
+                    "cluster.redis_url",
+                    "must start with redis:// or rediss://",
+                ));
+            }
+            positive("cluster.ttl_ms", c.ttl_ms)?;
+        }
+        Ok(())
+    }
+
+    fn validate_limits(&self) -> R {
+        let l = &self.limits;
+        for (name, v) in [
+            ("limits.max_body_bytes", l.max_body_bytes as u64),
+            ("limits.max_header_bytes", l.max_header_bytes as u64),
+            ("limits.max_batch", l.max_batch as u64),
+            ("limits.max_depth", l.max_depth as u64),
+            ("limits.max_connections", l.max_connections as u64),
+            ("limits.request_deadline_ms", l.request_deadline_ms),
+            ("limits.idle_timeout_ms", l.idle_timeout_ms),
+            ("limits.client_timeout_ms", l.client_timeout_ms),
+            ("limits.drain_timeout_ms", l.drain_timeout_ms),
+            (
+                "limits.upstream_connect_timeout_ms",
+                l.upstream_connect_timeout_ms,
+            ),
+            (
+                "limits.upstream_idle_timeout_ms",
+                l.upstream_idle_timeout_ms,
+            ),
+            ("limits.max_response_bytes", l.max_response_bytes as u64),
+        ] {
+            positive(name, v)?;
+        }
+        if l.max_header_bytes < 256 {
+            return Err(ConfigError::invalid(
+                "limits.max_header_bytes",
+                "must be at least 256",
+            ));
+        }
+        if l.max_body_bytes > u32::MAX as usize {
+            return Err(ConfigError::invalid(
+                "limits.max_body_bytes",
+                "must be below 4 GiB",
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_policy(&self) -> R {
+        let r = &self.policy.retry;
+        positive("policy.retry.max_attempts", r.max_attempts as u64)?;
+        if r.base_delay_ms > r.max_delay_ms {
+            return Err(ConfigError::invalid(
+                "policy.retry.base_delay_ms",
+                format!(
+                    "must not exceed policy.retry.max_delay_ms ({})",
+                    r.max_delay_ms
+                ),
+            ));
+        }
+        let b = &self.policy.breaker;
+        positive(
+            "policy.breaker.failure_threshold",
+            b.failure_threshold as u64,
+        )?;
+        positive("policy.breaker.window_ms", b.window_ms)?;
+        positive("policy.breaker.cooldown_ms", b.cooldown_ms)?;
+        positive("policy.breaker.half_open_probes", b.half_open_probes as u64)?;
+        if !(b.backoff_multiplier.is_finite() && b.backoff_multiplier >= 1.0) {
+            return Err(ConfigError::invalid(
+                "policy.breaker.backoff_multiplier",
+                "must be a number >= 1",
+            ));
+        }
+        if b.max_cooldown_ms < b.cooldown_ms {
+            return Err(ConfigError::invalid(
+                "policy.breaker.max_cooldown_ms",
+                format!(
+                    "must be at least policy.breaker.cooldown_ms ({})",
+                    b.cooldown_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_networks(&self) -> R {
+        if self.networks.is_empty() {
+            return Err(ConfigError::invalid(
+                "networks",
+                "at least one [[networks]] entry is required",
+            ));
+        }
+        let mut names = HashSet::new();
+        for (i, n) in self.networks.iter().enumerate() {
+            let at = format!("networks[{i}]");
+            if n.name.is_empty()
+                || !n
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(ConfigError::invalid(
+                    format!("{at}.name"),
+                    "must be non-empty and use only letters, digits, '-' and '_' (it is a URL path segment)",
+                ));
+            }
+            if !names.insert(n.name.as_str()) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.name"),
+                    format!("duplicate network {:?}", n.name),
+                ));
+            }
+            positive(&format!("{at}.probe_interval_ms"), n.probe_interval_ms)?;
+            if n.providers.is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("{at}.providers"),
+                    "at least one provider is required",
+                ));
+            }
+            let mut pnames = HashSet::new();
+            for (j, p) in n.providers.iter().enumerate() {
+                let pat = format!("{at}.providers[{j}]");
+                if p.name.is_empty() {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.name"),
+                        "must not be empty",
+                    ));
+                }
+                if !pnames.insert(p.name.as_str()) {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.name"),
+                        format!("duplicate provider {:?}", p.name),
+                    ));
+                }
+                let ep = Endpoint::parse(&p.url)
+                    .map_err(|m| ConfigError::invalid(format!("{pat}.url"), m))?;
+                if !matches!(ep.scheme, Scheme::Http | Scheme::Https) {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.url"),
+                        "must be an http:// or https:// URL",
+                    ));
+                }
+                if let Some(ws) = &p.ws_url {
+                    let ep = Endpoint::parse(ws)
+                        .map_err(|m| ConfigError::invalid(format!("{pat}.ws_url"), m))?;
+                    if !matches!(ep.scheme, Scheme::Ws | Scheme::Wss) {
+                        return Err(ConfigError::invalid(
+                            format!("{pat}.ws_url"),
+                            "must be a ws:// or wss:// URL",
+                        ));
+                    }
+                }
+                if !(p.weight.is_finite() && p.weight > 0.0) {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.weight"),
+                        "must be a number > 0",
+                    ));
+                }
+                if p.quota_rps == Some(0) {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.quota_rps"),
+                        "must be greater than 0 when set",
+                    ));
+                }
+                if n.kind == NetworkKind::SolanaMagic {
+                    match p.role {
+                        None => {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.role"),
+                                "is required on a solana-magic network (\"base\" or \"ephemeral\")",
+                            ))
+                        }
+                        Some(ProviderRole::Ephemeral)
+                            if p.identity.as_deref().unwrap_or("").is_empty() =>
+                        {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.identity"),
+                                "is required for an ephemeral provider (the ER validator identity)",
+                            ))
+                        }
+                        _ => {}
+                    }
+                } else if p.role.is_some() {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.role"),
+                        "only applies to solana-magic networks",
+                    ));
+                }
+            }
+            if n.kind == NetworkKind::SolanaMagic {
+                if !n
+                    .providers
+                    .iter()
+                    .any(|p| p.role == Some(ProviderRole::Base))
+                {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.providers"),
+                        "needs at least one role = \"base\"",
+                    ));
+                }
+                if let Some(er) = &n.default_er {
+                    if !n
+                        .providers
+                        .iter()
+                        .any(|p| &p.name == er && p.role == Some(ProviderRole::Ephemeral))
+                    {
+                        return Err(ConfigError::invalid(
+                            format!("{at}.default_er"),
+                            format!("names no ephemeral provider of this network: {er:?}"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_keys(&self) -> R {
+        let mut names = HashSet::new();
+        let mut secrets = HashSet::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            let at = format!("keys[{i}]");
+            if k.name.is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("{at}.name"),
+                    "must not be empty",
+                ));
+            }
+            if !names.insert(k.name.as_str()) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.name"),
+                    format!("duplicate key name {:?}", k.name),
+                ));
+            }
+            if k.key.is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("{at}.key"),
+                    "must not be empty",
+                ));
+            }
+            if !secrets.insert(k.key.as_str()) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.key"),
+                    "the same key value is used twice",
+                ));
+            }
+            for (j, net) in k.networks.iter().enumerate() {
+                if !self.networks.iter().any(|n| &n.name == net) {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.networks[{j}]"),
+                        format!("no network named {net:?}"),
+                    ));
+                }
+            }
+            if let Some(rate) = k.rate_per_s {
+                if !(rate.is_finite() && rate > 0.0) {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.rate_per_s"),
+                        "must be a number > 0",
+                    ));
+                }
+            }
+            if k.burst == Some(0) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.burst"),
+                    "must be greater than 0 when set",
+                ));
+            }
+            let w = &k.weights;
+            for (name, v) in [
+                ("latency", w.latency),
+                ("error", w.error),
+                ("quota", w.quota),
+                ("affinity", w.affinity),
+            ] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.weights.{name}"),
+                        "must be a number >= 0",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+use super::*;
+
+fn parser() -> EnvelopeParser {
+    EnvelopeParser::new(EnvelopeLimits {
+        max_batch: 5,
+        max_depth: 8,
+    })
+}
+
+fn single(body: &str) -> Item<'_> {
+    match parser().parse(body.as_bytes()).unwrap() {
+        Envelope::Single(item) => item,
+        other => panic!("expected single, got {other:?}"),
+    }
+}
+
+#[test]
+fn spans_are_original_bytes() {
+    let body = r#" { "jsonrpc" : "2.0", "id" : 1.50 , "method":"eth_call", "params" : [ {"to":"0xAb"} , "latest" ] } "#;
+    let call = single(body).unwrap();
+    assert_eq!(call.id, Some(&b"1.50"[..]));
+    assert_eq!(call.method, "eth_call");
+    assert!(matches!(call.method, Cow::Borrowed(_)));
+    assert_eq!(call.params, Some(&br#"[ {"to":"0xAb"} , "latest" ]"#[..]));
+}
+
+#[test]
+fn ids_of_every_type_kept() {
+    for id in [
+        "1",
+        "-0",
+        "123456789012345678901234567890",
+        "1e400",
+        "\"s\\u00e9\"",
+        "null",
+        "\"\"",
+    ] {
+        let body = format!(r#"{{"jsonrpc":"2.0","method":"m","id":{id}}}"#);
+        let call = single(&body).unwrap_or_else(|e| panic!("{id}: {e:?}"));
+        assert_eq!(call.id, Some(id.as_bytes()), "{id}");
+    }
+}
+
+#[test]
+fn notification_has_no_id() {
+    let call = single(r#"{"jsonrpc":"2.0","method":"m","params":{}}"#).unwrap();
+    assert!(call.is_notification());
+    assert_eq!(call.params, Some(&b"{}"[..]));
+}
+
+#[test]
+fn escaped_method_is_unescaped() {
+    let call = single(r#"{"jsonrpc":"2.0","method":"eth_\u0063all","id":1}"#).unwrap();
+    assert_eq!(call.method, "eth_call");
+}
+
+#[test]
+fn invalid_requests() {
+    let cases = [
+        (r#"{"method":"m","id":1}"#, Invalid::MissingVersion),
+        (
+            r#"{"jsonrpc":"1.0","method":"m","id":1}"#,
+            Invalid::BadVersion,
+        ),
+        (r#"{"jsonrpc":"2.0","id":1}"#, Invalid::MissingMethod),
+        (
+            r#"{"jsonrpc":"2.0","method":1,"id":1}"#,
+            Invalid::MethodNotString,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"m","params":"x","id":1}"#,
+            Invalid::BadParams,
+        ),
+        (r#"{"jsonrpc":"2.0","method":"m","id":[1]}"#, Invalid::BadId),
+        (
+            r#"{"jsonrpc":"2.0","method":"m","id":true}"#,
+            Invalid::BadId,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"a","method":"b","id":1}"#,
+            Invalid::DuplicateKey(KnownKey::Method),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"a","m\u0065thod":"b","id":1}"#,
+            Invalid::DuplicateKey(KnownKey::Method),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"a","x":1,"x":2,"id":1}"#,
+            Invalid::DuplicateOtherKey,
+        ),
+        ("{}", Invalid::MissingVersion),
+    ];
+    for (body, why) in cases {
+        let rejected = single(body).unwrap_err();
+        assert_eq!(rejected.why, why, "{body}");
+    }
+    // The id is reported when it could be read.
+    assert_eq!(
+        single(r#"{"jsonrpc":"2.0","id":"x"}"#).unwrap_err().id,
+        Some(&b"\"x\""[..])
+    );
+    assert_eq!(single(r#"{"jsonrpc":"2.0","id":{}}"#).unwrap_err().id, None);
+}
+
+#[test]
+fn batches_keep_order_and_reject_items() {
+    let body = r#"[{"jsonrpc":"2.0","method":"a","id":1}, 2, {"jsonrpc":"2.0","method":"b"}, [], {}, {"jsonrpc":"2.0","method":"c","id":"z","params":[[1],{"a":[]}]}]"#;
+    let mut p = EnvelopeParser::new(EnvelopeLimits {
+        max_batch: 10,
+        max_depth: 8,
+    });
+    let Envelope::Batch(items) = p.parse(body.as_bytes()).unwrap() else {
+        panic!()
+    };
+    assert_eq!(items.len(), 6);
+    assert_eq!(items[0].as_ref().unwrap().method, "a");
+    assert_eq!(items[1].as_ref().unwrap_err().why, Invalid::NotAnObject);
+    assert!(items[2].as_ref().unwrap().is_notification());
+    assert_eq!(items[3].as_ref().unwrap_err().why, Invalid::NotAnObject);
+    assert_eq!(items[4].as_ref().unwrap_err().why, Invalid::MissingVersion);
+    let last = items[5].as_ref().unwrap();
+    assert_eq!(
+        (last.id, last.params),
+        (Some(&b"\"z\""[..]), Some(&br#"[[1],{"a":[]}]"#[..]))
+    );
+}
+
+#[test]
+fn whole_body_errors() {
+    let mut p = parser();
+    assert_eq!(p.parse(b"[]").unwrap_err(), EnvelopeError::EmptyBatch);
+    assert!(matches!(
+        p.parse(b"{").unwrap_err(),
+        EnvelopeError::Parse(_)
+    ));
+    assert!(matches!(p.parse(b"").unwrap_err(), EnvelopeError::Parse(_)));
+    assert!(matches!(
+        p.parse(b"nope").unwrap_err(),
+        EnvelopeError::Parse(_)
+    ));
+    assert!(matches!(
+        p.parse(b"{\"a\":1} x").unwrap_err(),
+        EnvelopeError::Parse(_)
+    ));
+    assert!(matches!(
+        p.parse(b"\xff").unwrap_err(),
+        EnvelopeError::Parse(_)
+    ));
+    assert_eq!(p.parse(b"1").unwrap_err(), EnvelopeError::NotARequest);
+    assert_eq!(
+        p.parse(b"[1,1,1,1,1,1]").unwrap_err(),
+        EnvelopeError::BatchTooLarge { len: 6, max: 5 }
+    );
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"m","params":{}{}}}"#,
+        "[".repeat(8),
+        "]".repeat(8)
+    );
+    assert_eq!(
+        p.parse(deep.as_bytes()).unwrap_err(),
+        EnvelopeError::TooDeep { max: 8 }
+    );
+    // Brackets inside strings do not count.
+    let fine = format!(
+        r#"{{"jsonrpc":"2.0","method":"m","params":["{}"]}}"#,
+        "[".repeat(50)
+    );
+    assert!(p.parse(fine.as_bytes()).is_ok());
+}
+
+#[test]
+fn parser_is_reusable_across_bodies() {
+    let mut p = parser();
+    for i in 0..100 {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","method":"m{i}","id":{i},"params":["{}"]}}"#,
+            "ab".repeat(i)
+        );
+        let Envelope::Single(Ok(call)) = p.parse(body.as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(call.method, format!("m{i}"));
+    }
+}
+
+#[test]
+fn out_of_range_numbers_are_valid_json() {
+    let body = r#"{"jsonrpc":"2.0","method":"m","id":-1.5e400,"params":[1E-999, 2e+400]}"#;
+    let call = single(body).unwrap();
+    assert_eq!(call.id, Some(&b"-1.5e400"[..]));
+    assert_eq!(call.params, Some(&b"[1E-999, 2e+400]"[..]));
+    assert!(matches!(
+        parser().parse(br#"{"jsonrpc":"2.0","method":"m","id":01}"#),
+        Err(EnvelopeError::Parse(_))
+    ));
+    assert_eq!(number_len(b"-0.5e+3,"), Some(7));
+    assert_eq!(number_len(b"1."), None);
+}

@@ -1,0 +1,9 @@
+//! The edge: what a client talks to. HTTP/1.1 server, JSON-RPC envelope, replies.
+
+pub mod envelope;
+pub mod http;
+pub mod reply;
+pub mod rpc;
+pub mod server;
+
+pub use server::{serve, EdgeShard};

@@ -1,0 +1,364 @@
+//! The HTTP/1.1 server loop of one shard: accept, read requests with limits and timeouts, route by path,
+//! answer, keep the connection alive when both sides want it, drain on shutdown.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_lite::AsyncWriteExt;
+
+use super::http::{parse_head, HeadError, Method, RequestHead};
+use super::reply::{write_error, write_http, ResponseMeta};
+use super::rpc::{handle_body, RpcShard, INVALID_REQUEST};
+use crate::config::Limits;
+use crate::core::NetworkRoute;
+use crate::http1::{ChunkError, ChunkedDecoder, ReadBuf};
+use crate::runtime::net::{TcpListener, TcpStream};
+use crate::runtime::{spawn, timeout_at, Shutdown};
+
+/// Everything one shard's edge owns.
+pub struct EdgeShard {
+    pub limits: Limits,
+    pub routes: Vec<NetworkRoute>,
+    /// Networks configured but not served by this build (reason shown to clients), by route index.
+    pub not_served: Vec<Option<&'static str>>,
+    pub rpc: RpcShard,
+    pub shutdown: Shutdown,
+    /// Open client connections across all shards, for `limits.max_connections`.
+    pub open_global: Arc<AtomicUsize>,
+    /// Open client connections on this shard, for draining.
+    pub open_local: Cell<usize>,
+}
+
+const READ_CHUNK: usize = 8 * 1024;
+
+/// Accepts connections until shutdown, then waits (up to the drain deadline) for open ones to finish.
+pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            shard.shutdown.triggered().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
+                shard.open_local.set(shard.open_local.get() + 1);
+                let guard = ConnGuard(shard.clone());
+                if open > shard.limits.max_connections {
+                    spawn(async move {
+                        let _guard = guard;
+                        refuse_overload(stream).await;
+                    });
+                } else {
+                    let shard = shard.clone();
+                    spawn(async move {
+                        let _guard = guard;
+                        Connection::new(stream, &shard).run().await;
+                    });
+                }
+            }
+            Some(Err(e)) => {
+                // EMFILE and friends: back off a little instead of spinning on accept.
+                tracing::warn!(error = %e, "accept failed");
+                crate::runtime::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    drop(listener);
+    let drain_until = Instant::now() + Duration::from_millis(shard.limits.drain_timeout_ms);
+    while shard.open_local.get() > 0 && Instant::now() < drain_until {
+        crate::runtime::sleep(Duration::from_millis(5)).await;
+    }
+    if shard.open_local.get() > 0 {
+        tracing::warn!(
+            open = shard.open_local.get(),
+            "drain deadline passed with connections still open"
+        );
+    }
+}
+
+struct ConnGuard(Rc<EdgeShard>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.open_global.fetch_sub(1, Ordering::AcqRel);
+        self.0.open_local.set(self.0.open_local.get() - 1);
+    }
+}
+
+async fn refuse_overload(mut stream: TcpStream) {
+    let mut body = Vec::new();
+    write_error(&mut body, None, -32603, "Too many connections", None);
+    let mut out = Vec::new();
+    write_http(&mut out, 503, &body, &ResponseMeta::default());
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let _ = timeout_at(deadline, async {
+        let _ = stream.write_all(&out).await;
+        let _ = stream.close().await;
+    })
+    .await;
+}
+
+/// How reading the next request ended when it did not produce one.
+enum NoRequest {
+    /// Peer closed, idle timeout, or shutdown while idle: close quietly.
+    Quiet,
+    /// Answer with this status (and a JSON-RPC error body), then close.
+    Refuse(u16, &'static str),
+}
+
+struct Connection<'s> {
+    stream: TcpStream,
+    buf: ReadBuf,
+    out: Vec<u8>,
+    shard: &'s EdgeShard,
+}
+
+impl<'s> Connection<'s> {
+    fn new(stream: TcpStream, shard: &'s EdgeShard) -> Self {
+        Connection {
+            stream,
+            buf: ReadBuf::with_capacity(READ_CHUNK),
+            out: Vec::with_capacity(1024),
+            shard,
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let (head, body) = match self.read_request().await {
+                Ok(r) => r,
+                Err(NoRequest::Quiet) => return,
+                Err(NoRequest::Refuse(status, why)) => {
+                    let mut body = Vec::new();
+                    write_error(&mut body, None, INVALID_REQUEST, why, None);
+                    self.out.clear();
+                    write_http(&mut self.out, status, &body, &ResponseMeta::default());
+                    let _ = self.write_out().await;
+                    return;
+                }
+            };
+            let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
+            let keep_alive = self.respond(&head, &body, keep_alive).await && keep_alive;
+            self.buf.shrink_to(64 * 1024);
+            if !keep_alive {
+                let _ = self.stream.close().await;
+                return;
+            }
+        }
+    }
+
+    async fn write_out(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_millis(self.shard.limits.client_timeout_ms);
+        let written = timeout_at(deadline, async {
+            self.stream.write_all(&self.out).await?;
+            self.stream.flush().await
+        })
+        .await;
+        matches!(written, Ok(Ok(())))
+    }
+
+    /// Reads one request: the head within the idle timeout of the previous request, then the rest of the
+    /// head and the body within the slow-client timeout.
+    async fn read_request(&mut self) -> Result<(RequestHead, Vec<u8>), NoRequest> {
+        let limits = &self.shard.limits;
+        if self.buf.is_empty() {
+            let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
+            let shutdown = &self.shard.shutdown;
+            let read = futures_lite::future::or(
+                async {
+                    Some(
+                        timeout_at(idle_until, self.buf.read_from(&mut self.stream, READ_CHUNK))
+                            .await,
+                    )
+                },
+                async {
+                    shutdown.triggered().await;
+                    None
+                },
+            )
+            .await;
+            match read {
+                Some(Ok(Ok(n))) if n > 0 => {}
+                _ => return Err(NoRequest::Quiet),
+            }
+        }
+        let client_until = Instant::now() + Duration::from_millis(limits.client_timeout_ms);
+        let head = loop {
+            match parse_head(self.buf.filled(), limits.max_header_bytes) {
+                Ok(Some(head)) => break head,
+                Ok(None) => self.read_more(client_until).await?,
+                Err(HeadError::TooLarge) => {
+                    return Err(NoRequest::Refuse(431, "Request header fields too large"))
+                }
+                Err(HeadError::Malformed(why)) => return Err(NoRequest::Refuse(400, why)),
+                Err(HeadError::UnsupportedEncoding) => {
+                    return Err(NoRequest::Refuse(501, "Unsupported transfer encoding"))
+                }
+            }
+        };
+        self.buf.consume(head.len);
+        let max = limits.max_body_bytes;
+        let mut body = Vec::new();
+        if head.chunked {
+            if head.expect_continue && self.buf.is_empty() {
+                self.send_continue().await?;
+            }
+            let mut decoder = ChunkedDecoder::new(max);
+            loop {
+                match decoder.decode(self.buf.filled(), &mut body) {
+                    Ok(used) => self.buf.consume(used),
+                    Err(ChunkError::TooLarge) => {
+                        return Err(NoRequest::Refuse(413, "Request body too large"))
+                    }
+                    Err(ChunkError::Malformed) => {
+                        return Err(NoRequest::Refuse(400, "Malformed chunked body"))
+                    }
+                }
+                if decoder.is_done() {
+                    break;
+                }
+                self.read_more(client_until).await?;
+            }
+        } else if let Some(len) = head.content_length {
+            if len > max {
+                return Err(NoRequest::Refuse(413, "Request body too large"));
+            }
+            if head.expect_continue && self.buf.len() < len {
+                self.send_continue().await?;
+            }
+            body.reserve_exact(len);
+            while body.len() < len {
+                if self.buf.is_empty() {
+                    self.read_more(client_until).await?;
+                }
+                self.buf.take_into(len - body.len(), &mut body);
+            }
+        } else if head.method == Some(Method::Post) {
+            return Err(NoRequest::Refuse(
+                411,
+                "Content-Length or chunked body required",
+            ));
+        }
+        Ok((head, body))
+    }
+
+    async fn read_more(&mut self, until: Instant) -> Result<(), NoRequest> {
+        match timeout_at(until, self.buf.read_from(&mut self.stream, READ_CHUNK)).await {
+            Ok(Ok(n)) if n > 0 => Ok(()),
+            Ok(_) => Err(NoRequest::Quiet),
+            Err(_) => Err(NoRequest::Refuse(408, "Request timeout")),
+        }
+    }
+
+    async fn send_continue(&mut self) -> Result<(), NoRequest> {
+        self.out.clear();
+        self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        if self.write_out().await {
+            Ok(())
+        } else {
+            Err(NoRequest::Quiet)
+        }
+    }
+
+    /// Answers one request. Returns false when the connection must close.
+    async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
+        let origin = head.origin.as_deref();
+        let meta = |extra| ResponseMeta {
+            keep_alive,
+            cors_origin: origin,
+            extra,
+            omit_body: head.method == Some(Method::Head),
+        };
+        self.out.clear();
+        let route = match self.find_route(&head.path) {
+            Some(i) => i,
+            None => {
+                let mut b = Vec::new();
+                write_error(
+                    &mut b,
+                    None,
+                    INVALID_REQUEST,
+                    "Unknown path: use /{network}",
+                    None,
+                );
+                write_http(&mut self.out, 404, &b, &meta(&[]));
+                return self.write_out().await;
+            }
+        };
+        match head.method.unwrap_or(Method::Other) {
+            Method::Options => {
+                let extra = [
+                    "Access-Control-Allow-Methods: POST, GET, OPTIONS",
+                    "Access-Control-Allow-Headers: content-type, authorization, x-api-key",
+                    "Access-Control-Max-Age: 86400",
+                ];
+                let m = ResponseMeta {
+                    cors_origin: Some(origin.unwrap_or(b"*")),
+                    ..meta(&extra)
+                };
+                write_http(&mut self.out, 204, b"", &m);
+            }
+            Method::Get | Method::Head => {
+                let mut b = Vec::new();
+                b.extend_from_slice(br#"{"service":"prism","network":"#);
+                crate::core::forward::write_json_str(&mut b, &self.shard.routes[route].name);
+                b.extend_from_slice(
+                    br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#,
+                );
+                write_http(&mut self.out, 200, &b, &meta(&[]));
+            }
+            Method::Post => {
+                let deadline =
+                    Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
+                let reply = match self.shard.not_served[route] {
+                    Some(why) => {
+                        let mut b = Vec::new();
+                        write_error(&mut b, None, -32603, why, None);
+                        Some(b)
+                    }
+                    None => {
+                        handle_body(&self.shard.rpc, &self.shard.routes[route], body, deadline)
+                            .await
+                    }
+                };
+                match reply {
+                    Some(b) => write_http(&mut self.out, 200, &b, &meta(&[])),
+                    None => write_http(&mut self.out, 204, b"", &meta(&[])),
+                }
+            }
+            Method::Other => {
+                let mut b = Vec::new();
+                write_error(
+                    &mut b,
+                    None,
+                    INVALID_REQUEST,
+                    "Method not allowed: use POST",
+                    None,
+                );
+                write_http(
+                    &mut self.out,
+                    405,
+                    &b,
+                    &meta(&["Allow: POST, GET, OPTIONS"]),
+                );
+            }
+        }
+        self.write_out().await
+    }
+
+    /// `/` when one network is configured, `/{network}`, or `/{network}/{anything}`.
+    fn find_route(&self, path: &str) -> Option<usize> {
+        let routes = &self.shard.routes;
+        let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+        if first.is_empty() {
+            return (routes.len() == 1).then_some(0);
+        }
+        routes.iter().position(|r| r.name == first)
+    }
+}

@@ -1,0 +1,82 @@
+//! A growable read buffer with a consumed prefix, so pipelined bytes after one message stay for the next.
+
+use futures_lite::{AsyncRead, AsyncReadExt};
+
+pub struct ReadBuf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl ReadBuf {
+    pub fn with_capacity(cap: usize) -> Self {
+        ReadBuf {
+            data: vec![0; cap.max(512)],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Bytes read but not yet consumed.
+    pub fn filled(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    pub fn consume(&mut self, n: usize) {
+        assert!(n <= self.len());
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Takes up to `n` unconsumed bytes into `out`.
+    pub fn take_into(&mut self, n: usize, out: &mut Vec<u8>) -> usize {
+        let n = n.min(self.len());
+        out.extend_from_slice(&self.data[self.start..self.start + n]);
+        self.consume(n);
+        n
+    }
+
+    /// Reads once from `r` into free space (at least `min_spare` bytes of it). Returns bytes read; 0 = EOF.
+    pub async fn read_from<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        min_spare: usize,
+    ) -> std::io::Result<usize> {
+        if self.data.len() - self.end < min_spare {
+            if self.start > 0 {
+                self.data.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.data.len() - self.end < min_spare {
+                let want = (self.end + min_spare).max(self.data.len() * 2);
+                self.data.resize(want, 0);
+            }
+        }
+        let n = r.read(&mut self.data[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Gives memory back after an unusually large message, so idle connections stay small.
+    pub fn shrink_to(&mut self, cap: usize) {
+        if self.data.len() > cap && self.len() <= cap {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            self.data.truncate(cap);
+            self.data.shrink_to_fit();
+        }
+    }
+}

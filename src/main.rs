@@ -1,0 +1,157 @@
+//! The `prism` command line: serve, check, demo. The only place that uses anyhow.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use prism::config::{Config, NetworkKind};
+use prism::runtime::Shutdown;
+use prism::telemetry::logging::{self, LogFormat};
+
+#[derive(Parser)]
+#[command(
+    name = "prism",
+    version,
+    about = "One JSON-RPC endpoint in front of many blockchain RPC providers"
+)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    /// Log filter (RUST_LOG overrides), e.g. `info` or `prism=debug`.
+    #[arg(long, global = true, default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve JSON-RPC with the given config.
+    Serve {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Validate a config file and exit.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Run Prism in front of built-in misbehaving providers on loopback (no network, no account needed).
+    Demo {
+        #[arg(long, default_value = "127.0.0.1:8545")]
+        listen: SocketAddr,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let _log = logging::init(cli.log_format, &cli.log_level);
+    match cli.command {
+        Command::Check { config } => check(&config),
+        Command::Serve { config } => {
+            let config = Config::load(&config)
+                .with_context(|| format!("invalid config {}", config.display()))?;
+            let shutdown = Shutdown::new();
+            shutdown
+                .install_signal_handlers()
+                .context("installing signal handlers")?;
+            prism::app::serve(config, shutdown, |_| {})?;
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Command::Demo { listen, seconds } => demo(listen, seconds),
+    }
+}
+
+fn check(path: &PathBuf) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (config, missing) = match Config::from_toml_lenient(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            std::process::exit(1);
+        }
+    };
+    let providers: usize = config.networks.iter().map(|n| n.providers.len()).sum();
+    println!(
+        "ok: {} ({} network(s), {} provider(s), {} key(s))",
+        path.display(),
+        config.networks.len(),
+        providers,
+        config.keys.len()
+    );
+    for name in missing {
+        println!("note: environment variable {name} is not set here; `prism serve` needs it");
+    }
+    for n in config
+        .networks
+        .iter()
+        .filter(|n| n.kind == NetworkKind::SolanaMagic)
+    {
+        println!(
+            "note: network {:?} (solana-magic) is valid but not served by this build yet",
+            n.name
+        );
+    }
+    Ok(())
+}
+
+fn demo(listen: SocketAddr, seconds: Option<u64>) -> anyhow::Result<()> {
+    let (providers, plan) = prism::demo::start_providers().context("starting demo providers")?;
+    let config = prism::demo::demo_config(&listen.to_string(), &providers);
+    let shutdown = Shutdown::new();
+    shutdown.install_signal_handlers()?;
+    println!(
+        "Prism demo: http://{listen}/ in front of {} loopback providers:",
+        providers.len()
+    );
+    for (p, (_, b)) in providers.iter().zip(&plan) {
+        println!("  {:<9} {:<22} {:?}", p.name, p.addr.to_string(), b);
+    }
+    println!(
+        "Try: curl -s -XPOST http://{listen}/ -H 'content-type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\"}}'"
+    );
+    let driver_shutdown = shutdown.clone();
+    let served: Vec<_> = providers
+        .iter()
+        .map(|p| (p.name, p.served.clone()))
+        .collect();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let (mut ok, mut failed) = (0u64, 0u64);
+        let mut last_print = started;
+        while !driver_shutdown.is_triggered() {
+            if prism::demo::probe_once(listen) {
+                ok += 1
+            } else {
+                failed += 1
+            }
+            if last_print.elapsed() >= Duration::from_secs(2) {
+                last_print = std::time::Instant::now();
+                let table: Vec<String> = served
+                    .iter()
+                    .map(|(n, c)| format!("{n}={}", c.load(std::sync::atomic::Ordering::Relaxed)))
+                    .collect();
+                println!(
+                    "[{:>4}s] client ok={ok} failed={failed} | served by {}",
+                    started.elapsed().as_secs(),
+                    table.join(" ")
+                );
+            }
+            if seconds.is_some_and(|s| started.elapsed() >= Duration::from_secs(s)) {
+                driver_shutdown.trigger();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    prism::app::serve(config, shutdown, |_| {})?;
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! Transport: how bytes reach an upstream and come back. HTTP/1.1 client on httparse with per-shard
+//! keep-alive pools, upstream TLS, and validation of every JSON-RPC response before it is trusted.
+
+mod conn;
+mod pool;
+mod request;
+mod response;
+pub mod tls;
+pub mod validate;
+
+pub use pool::{PoolSettings, UpstreamPool};
+pub use request::write_post;
+pub use response::UpstreamResponse;
+
+use std::fmt;
+
+/// Why an upstream exchange failed. `sent` says whether the request may have reached the upstream, which is
+/// what decides if a write may ever be tried again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// The host name did not resolve at start-up.
+    Unresolved,
+    Connect(String),
+    Tls(String),
+    Timeout {
+        sent: bool,
+    },
+    /// Reset or closed before a complete response arrived.
+    Reset {
+        sent: bool,
+    },
+    /// The response is not HTTP/1.1 we can read, or its framing is broken.
+    Malformed(&'static str),
+    /// The response exceeds `limits.max_response_bytes`.
+    TooLarge,
+}
+
+impl TransportError {
+    /// Whether any byte of the request may have reached the upstream.
+    pub fn maybe_sent(&self) -> bool {
+        match self {
+            TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
+            TransportError::Malformed(_) | TransportError::TooLarge => true,
+            TransportError::Unresolved | TransportError::Connect(_) | TransportError::Tls(_) => {
+                false
+            }
+        }
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unresolved => f.write_str("host did not resolve"),
+            TransportError::Connect(e) => write!(f, "connect failed: {e}"),
+            TransportError::Tls(e) => write!(f, "TLS failed: {e}"),
+            TransportError::Timeout { .. } => f.write_str("timed out"),
+            TransportError::Reset { .. } => f.write_str("connection reset"),
+            TransportError::Malformed(why) => write!(f, "malformed response: {why}"),
+            TransportError::TooLarge => f.write_str("response too large"),
+        }
+    }
+}

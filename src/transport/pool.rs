@@ -1,0 +1,219 @@
+//! A per-shard keep-alive pool for one upstream. Owned by its shard: `RefCell`, never a lock.
+//!
+//! Reuse rules: newest idle connection first; one idle longer than `idle_timeout`, or that the peer closed
+//! (non-blocking peek), is dropped at checkout; a connection goes back only when its response was read to
+//! the end and keep-alive holds. A reused connection that dies before answering is the classic keep-alive
+//! race: the request is sent again on a fresh connection when it is replay-safe, or when not one byte of it
+//! could have reached the server.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_lite::AsyncWriteExt;
+use futures_rustls::TlsConnector;
+use rustls::pki_types::ServerName;
+
+use crate::config::Endpoint;
+use crate::runtime::net::TcpStream;
+use crate::runtime::timeout_at;
+
+use super::conn::{Conn, Stream};
+use super::response::{read_response, UpstreamResponse};
+use super::TransportError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct PoolSettings {
+    pub max_idle: usize,
+    pub idle_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub max_response_bytes: usize,
+}
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+pub struct UpstreamPool {
+    endpoint: Endpoint,
+    addrs: Arc<[SocketAddr]>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    settings: PoolSettings,
+    idle: RefCell<Vec<Idle>>,
+    next_addr: Cell<usize>,
+    opened: Cell<u64>,
+}
+
+impl UpstreamPool {
+    /// `tls_config` is required for https endpoints; give each shard its own.
+    pub fn new(
+        endpoint: Endpoint,
+        addrs: Arc<[SocketAddr]>,
+        tls_config: Option<Arc<rustls::ClientConfig>>,
+        settings: PoolSettings,
+    ) -> Result<Self, TransportError> {
+        let tls = if endpoint.scheme.is_tls() {
+            let config =
+                tls_config.ok_or_else(|| TransportError::Tls("no TLS configuration".into()))?;
+            let name = ServerName::try_from(endpoint.host.clone())
+                .map_err(|e| TransportError::Tls(e.to_string()))?;
+            Some((TlsConnector::from(config), name))
+        } else {
+            None
+        };
+        Ok(UpstreamPool {
+            endpoint,
+            addrs,
+            tls,
+            settings,
+            idle: RefCell::new(Vec::new()),
+            next_addr: Cell::new(0),
+            opened: Cell::new(0),
+        })
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Connections opened so far by this shard's pool (reuse shows as a low number).
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.get()
+    }
+
+    pub fn idle_count(&self) -> usize {
+        self.idle.borrow().len()
+    }
+
+    /// POSTs `body` and reads the response, all before `deadline`. `replay_safe` allows sending it again
+    /// on a fresh connection when a reused one turns out dead.
+    pub async fn post(
+        &self,
+        body: &[u8],
+        deadline: Instant,
+        replay_safe: bool,
+    ) -> Result<UpstreamResponse, TransportError> {
+        let mut request = Vec::new();
+        super::write_post(
+            &mut request,
+            &self.endpoint.path,
+            &self.endpoint.host_header,
+            body,
+        );
+        if let Some(conn) = self.checkout() {
+            match self.exchange(conn, &request, deadline).await {
+                Ok(resp) => return Ok(resp),
+                Err((e, wrote_any)) => {
+                    let stale = matches!(e, TransportError::Reset { .. });
+                    if !(stale && (replay_safe || !wrote_any)) {
+                        return Err(e);
+                    }
+                    tracing::debug!(upstream = %self.endpoint, "pooled connection was dead; using a fresh one");
+                }
+            }
+        }
+        let conn = self.connect(deadline).await?;
+        self.exchange(conn, &request, deadline)
+            .await
+            .map_err(|(e, _)| e)
+    }
+
+    /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
+    pub fn sweep(&self, now: Instant) {
+        let timeout = self.settings.idle_timeout;
+        self.idle
+            .borrow_mut()
+            .retain(|i| now.duration_since(i.since) < timeout);
+    }
+
+    fn checkout(&self) -> Option<Conn> {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        while let Some(Idle { conn, since }) = idle.pop() {
+            if now.duration_since(since) < self.settings.idle_timeout && conn.stream.looks_alive() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, conn: Conn) {
+        let mut idle = self.idle.borrow_mut();
+        if idle.len() < self.settings.max_idle {
+            idle.push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Writes the request and reads the response. On failure also says whether any byte was written.
+    async fn exchange(
+        &self,
+        mut conn: Conn,
+        request: &[u8],
+        deadline: Instant,
+    ) -> Result<UpstreamResponse, (TransportError, bool)> {
+        let written = Cell::new(false);
+        let work = async {
+            written.set(true);
+            if conn.stream.write_all(request).await.is_err() || conn.stream.flush().await.is_err() {
+                return Err(TransportError::Reset { sent: true });
+            }
+            read_response(&mut conn, self.settings.max_response_bytes).await
+        };
+        match timeout_at(deadline, work).await {
+            Ok(Ok(resp)) => {
+                if resp.reusable {
+                    self.checkin(conn);
+                }
+                Ok(resp)
+            }
+            Ok(Err(e)) => Err((e, written.get())),
+            Err(_) => Err((
+                TransportError::Timeout {
+                    sent: written.get(),
+                },
+                written.get(),
+            )),
+        }
+    }
+
+    async fn connect(&self, deadline: Instant) -> Result<Conn, TransportError> {
+        if self.addrs.is_empty() {
+            return Err(TransportError::Unresolved);
+        }
+        let connect_deadline = deadline.min(Instant::now() + self.settings.connect_timeout);
+        let start = self.next_addr.get();
+        self.next_addr.set(start.wrapping_add(1));
+        let mut last = TransportError::Connect("no address".into());
+        for i in 0..self.addrs.len() {
+            let addr = self.addrs[(start + i) % self.addrs.len()];
+            let attempt = timeout_at(connect_deadline, TcpStream::connect(addr)).await;
+            let tcp = match attempt {
+                Ok(Ok(tcp)) => tcp,
+                Ok(Err(e)) => {
+                    last = TransportError::Connect(e.to_string());
+                    continue;
+                }
+                Err(_) => return Err(TransportError::Timeout { sent: false }),
+            };
+            let _ = tcp.set_nodelay(true);
+            self.opened.set(self.opened.get() + 1);
+            let stream = match &self.tls {
+                None => Stream::Plain(tcp),
+                Some((connector, name)) => {
+                    match timeout_at(connect_deadline, connector.connect(name.clone(), tcp)).await {
+                        Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                        Ok(Err(e)) => return Err(TransportError::Tls(e.to_string())),
+                        Err(_) => return Err(TransportError::Timeout { sent: false }),
+                    }
+                }
+            };
+            return Ok(Conn::new(stream));
+        }
+        Err(last)
+    }
+}

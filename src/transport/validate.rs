@@ -1,0 +1,201 @@
+//! Response validation: is this upstream body a JSON-RPC response to *our* call, and where are its
+//! `result`/`error` bytes? A light scanner: nothing is copied or re-serialised.
+
+use std::ops::Range;
+
+/// What a valid single JSON-RPC response carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcAnswer {
+    /// Byte range of the `result` or `error` value inside the body.
+    pub value: Range<usize>,
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidResponse {
+    #[error("response is not a JSON object")]
+    NotAnObject,
+    #[error("response JSON is malformed or truncated")]
+    Malformed,
+    #[error("response id does not match the request")]
+    WrongId,
+    #[error("response has neither result nor error")]
+    NoResult,
+}
+
+/// Checks `body` is a JSON-RPC response whose id is the number `expected_id`.
+pub fn check_response(body: &[u8], expected_id: u64) -> Result<RpcAnswer, InvalidResponse> {
+    let mut p = skip_ws(body, 0);
+    if body.get(p) != Some(&b'{') {
+        return Err(InvalidResponse::NotAnObject);
+    }
+    p += 1;
+    let mut id_ok = false;
+    let mut answer: Option<RpcAnswer> = None;
+    p = skip_ws(body, p);
+    if body.get(p) == Some(&b'}') {
+        return Err(InvalidResponse::NoResult);
+    }
+    loop {
+        p = skip_ws(body, p);
+        let key_end = skip_string(body, p).ok_or(InvalidResponse::Malformed)?;
+        let key = &body[p + 1..key_end - 1];
+        p = skip_ws(body, key_end);
+        if body.get(p) != Some(&b':') {
+            return Err(InvalidResponse::Malformed);
+        }
+        let v_start = skip_ws(body, p + 1);
+        let v_end = skip_value(body, v_start).ok_or(InvalidResponse::Malformed)?;
+        match key {
+            b"id" => id_ok = id_matches(&body[v_start..v_end], expected_id),
+            b"result" | b"error" => {
+                answer = Some(RpcAnswer {
+                    value: v_start..v_end,
+                    is_error: key == b"error",
+                })
+            }
+            _ => {}
+        }
+        p = skip_ws(body, v_end);
+        match body.get(p) {
+            Some(b',') => p += 1,
+            Some(b'}') => break,
+            _ => return Err(InvalidResponse::Malformed),
+        }
+    }
+    if skip_ws(body, p + 1) != body.len() {
+        return Err(InvalidResponse::Malformed);
+    }
+    if !id_ok {
+        return Err(InvalidResponse::WrongId);
+    }
+    answer.ok_or(InvalidResponse::NoResult)
+}
+
+/// Our ids are plain integers; some servers echo them as strings.
+fn id_matches(raw: &[u8], expected: u64) -> bool {
+    let digits = raw
+        .strip_prefix(b"\"")
+        .and_then(|r| r.strip_suffix(b"\""))
+        .unwrap_or(raw);
+    digits == itoa::Buffer::new().format(expected).as_bytes()
+}
+
+fn skip_ws(b: &[u8], mut p: usize) -> usize {
+    while p < b.len() && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
+        p += 1;
+    }
+    p
+}
+
+/// End (exclusive) of the string starting at `p`.
+fn skip_string(b: &[u8], p: usize) -> Option<usize> {
+    if b.get(p) != Some(&b'"') {
+        return None;
+    }
+    let mut i = p + 1;
+    loop {
+        let off = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        i += off;
+        if b[i] == b'\\' {
+            i += 2;
+        } else {
+            return Some(i + 1);
+        }
+    }
+}
+
+/// End (exclusive) of the JSON value starting at `p`. Containers are matched with string awareness;
+/// scalars run to the next delimiter.
+fn skip_value(b: &[u8], p: usize) -> Option<usize> {
+    match *b.get(p)? {
+        b'"' => skip_string(b, p),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = p;
+            while i < b.len() {
+                match b[i] {
+                    b'"' => {
+                        i = skip_string(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let end = b[p..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(b.len(), |o| p + o);
+            let token = &b[p..end];
+            let ok = matches!(token, b"true" | b"false" | b"null")
+                || (!token.is_empty()
+                    && token
+                        .iter()
+                        .all(|c| c.is_ascii_digit() || b"+-.eE".contains(c)));
+            ok.then_some(end)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_result_and_error_spans() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"result":{"a":"}]\"","b":[1,2]}}"#;
+        let a = check_response(body, 7).unwrap();
+        assert_eq!(&body[a.value.clone()], br#"{"a":"}]\"","b":[1,2]}"#);
+        assert!(!a.is_error);
+        let body = br#" {"error" : {"code":-32000,"message":"execution reverted"} , "id":"9", "jsonrpc":"2.0"} "#;
+        let a = check_response(body, 9).unwrap();
+        assert!(a.is_error);
+        assert_eq!(
+            &body[a.value],
+            br#"{"code":-32000,"message":"execution reverted"}"#
+        );
+    }
+
+    #[test]
+    fn rejects_bad_bodies() {
+        assert_eq!(
+            check_response(b"<html>", 1),
+            Err(InvalidResponse::NotAnObject)
+        );
+        assert_eq!(
+            check_response(br#"{"id":1,"result":"0x1"#, 1),
+            Err(InvalidResponse::Malformed)
+        );
+        assert_eq!(
+            check_response(br#"{"id":2,"result":"0x1"}"#, 1),
+            Err(InvalidResponse::WrongId)
+        );
+        assert_eq!(
+            check_response(br#"{"id":1}"#, 1),
+            Err(InvalidResponse::NoResult)
+        );
+        assert_eq!(
+            check_response(br#"{"id":1,"result":nul}"#, 1),
+            Err(InvalidResponse::Malformed)
+        );
+        assert_eq!(
+            check_response(br#"{"id":1,"result":1} x"#, 1),
+            Err(InvalidResponse::Malformed)
+        );
+        assert_eq!(
+            check_response(br#"[{"id":1,"result":1}]"#, 1),
+            Err(InvalidResponse::NotAnObject)
+        );
+    }
+}

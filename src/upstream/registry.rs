@@ -1,0 +1,74 @@
+//! Provider registry: config providers with parsed endpoints and resolved addresses.
+//!
+//! DNS runs here, on the main thread before shards start, because a blocking lookup on a shard would
+//! stall every connection it owns.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use crate::config::{Config, Endpoint, NetworkKind, ProviderRole};
+
+#[derive(Debug, Clone)]
+pub struct ProviderSpec {
+    pub name: String,
+    pub endpoint: Endpoint,
+    pub addrs: Arc<[SocketAddr]>,
+    pub region: Option<String>,
+    pub weight: f64,
+    pub overflow: bool,
+    pub role: Option<ProviderRole>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NetworkSpec {
+    pub name: String,
+    pub kind: NetworkKind,
+    pub chain_id: Option<u64>,
+    pub providers: Vec<ProviderSpec>,
+}
+
+/// Immutable after start-up; shared by every shard behind an `Arc`.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    pub networks: Vec<NetworkSpec>,
+}
+
+impl Registry {
+    /// Builds the registry, resolving host names. A name that does not resolve leaves that provider with
+    /// no addresses (its calls fail fast as `Unresolved`) and is logged, rather than failing start-up.
+    pub fn resolve(config: &Config) -> Registry {
+        let networks = config
+            .networks
+            .iter()
+            .map(|n| NetworkSpec {
+                name: n.name.clone(),
+                kind: n.kind,
+                chain_id: n.chain_id,
+                providers: n
+                    .providers
+                    .iter()
+                    .map(|p| {
+                        let endpoint = Endpoint::parse(&p.url).expect("validated at load");
+                        let addrs: Vec<SocketAddr> = match (endpoint.host.as_str(), endpoint.port).to_socket_addrs() {
+                            Ok(a) => a.collect(),
+                            Err(e) => {
+                                tracing::warn!(network = %n.name, provider = %p.name, upstream = %endpoint, error = %e, "provider host does not resolve");
+                                Vec::new()
+                            }
+                        };
+                        ProviderSpec {
+                            name: p.name.clone(),
+                            endpoint,
+                            addrs: addrs.into(),
+                            region: p.region.clone(),
+                            weight: p.weight,
+                            overflow: p.overflow,
+                            role: p.role,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Registry { networks }
+    }
+}
