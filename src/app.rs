@@ -10,12 +10,15 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, NetworkKind};
+use crate::core::router::ProviderStatic;
+use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::{NetworkRoute, Upstream};
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
 use crate::edge::rpc::RpcShard;
 use crate::edge::{serve as serve_edge, EdgeShard};
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
+use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
 
@@ -58,6 +61,15 @@ pub fn serve(
     let shards = placement.resolved_shards();
     let open_global = Arc::new(AtomicUsize::new(0));
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
+    let lives: Vec<Arc<NetworkLive>> = config
+        .networks
+        .iter()
+        .map(|n| NetworkLive::new(n, &config.policy.breaker, config.keys.len()))
+        .collect();
+    let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
+    let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let shard_gate = gate.clone();
+    let shard_lives = lives.clone();
 
     let shard_shutdown = shutdown.clone();
     let runner = std::thread::Builder::new()
@@ -69,22 +81,19 @@ pub fn serve(
                 let shutdown = shard_shutdown.clone();
                 let open_global = open_global.clone();
                 let ready_tx = ready_tx.clone();
-                async move {
-                    shard_main(
-                        id,
-                        listen,
-                        &config,
-                        &registry,
-                        shutdown,
-                        open_global,
-                        ready_tx,
-                    )
-                    .await
-                }
+                let shared = Shared {
+                    lives: shard_lives.clone(),
+                    to_aggregator: to_aggregator.clone(),
+                    gate: shard_gate.clone(),
+                    shards,
+                };
+                async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
             })
         })
         .expect("spawn shard runner thread");
 
+    wait_for_chain_checks(&lives, Duration::from_secs(3));
+    gate.store(true, std::sync::atomic::Ordering::Release);
     let mut ready = 0;
     while ready < shards {
         match ready_rx.recv() {
@@ -111,6 +120,33 @@ pub fn serve(
     }
 }
 
+/// What the shards share beyond config: live network state, the aggregator's inbox, the start gate.
+struct Shared {
+    lives: Vec<Arc<NetworkLive>>,
+    to_aggregator: crossbeam::channel::Sender<Vec<Delta>>,
+    /// Opened by the main thread once providers' chain ids are checked (or the wait ran out).
+    gate: Arc<std::sync::atomic::AtomicBool>,
+    shards: usize,
+}
+
+/// Gives the probers a moment to verify chain ids before clients arrive, so the first requests do not
+/// meet an empty pool. Bounded: a provider that never answers stays excluded, it does not delay start-up.
+fn wait_for_chain_checks(lives: &[Arc<NetworkLive>], max: Duration) {
+    let until = Instant::now() + max;
+    while Instant::now() < until {
+        let pending = lives.iter().filter(|n| n.chain_id.is_some()).any(|n| {
+            !n.providers.iter().any(|p| p.chain() == ChainCheck::Ok)
+                && n.providers.iter().any(|p| p.chain() == ChainCheck::Unknown)
+        });
+        if !pending {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tracing::warn!("some networks have no provider with a verified chain id yet; serving anyway");
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn shard_main(
     id: ShardId,
     listen: SocketAddr,
@@ -118,11 +154,16 @@ async fn shard_main(
     registry: &Registry,
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
+    shared: Shared,
     ready: mpsc::Sender<Ready>,
 ) {
     // The first timer on a shard is slow; pay for it before traffic arrives.
     crate::runtime::sleep(Duration::from_millis(1)).await;
-    let shard = Rc::new(build_shard(config, registry, shutdown, open_global));
+    let shard = Rc::new(build_shard(config, registry, shutdown, open_global, &shared));
+    start_background(id, config, &shard, &shared);
+    while !shared.gate.load(std::sync::atomic::Ordering::Acquire) && !shard.shutdown.is_triggered() {
+        crate::runtime::sleep(Duration::from_millis(5)).await;
+    }
     let listener = match TcpListener::bind(listen) {
         Ok(l) => l,
         Err(e) => {
@@ -136,20 +177,44 @@ async fn shard_main(
     tracing::debug!(shard = id, "listening");
     let _ = ready.send(Ok(()));
     drop(ready);
+    serve_edge(listener, shard).await;
+    tracing::debug!(shard = id, "stopped");
+}
+
+/// Per-shard background work: pool sweeping, shipping health deltas, and probing this shard's share of
+/// providers (provider k of all networks is probed by shard k mod shards).
+fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared: &Shared) {
     let sweeper = shard.clone();
     crate::runtime::spawn(async move {
         while !sweeper.shutdown.is_triggered() {
-            crate::runtime::sleep(Duration::from_secs(1)).await;
+            crate::runtime::sleep(Duration::from_millis(100)).await;
             let now = Instant::now();
             for route in &sweeper.routes {
                 for up in &route.upstreams {
                     up.pool.sweep(now);
                 }
             }
+            sweeper.recorder.flush();
         }
     });
-    serve_edge(listener, shard).await;
-    tracing::debug!(shard = id, "stopped");
+    let mut k = 0;
+    for (n, route) in shard.routes.iter().enumerate() {
+        if shard.not_served[n].is_some() {
+            k += route.upstreams.len();
+            continue;
+        }
+        let interval = Duration::from_millis(config.networks[n].probe_interval_ms);
+        for i in 0..route.upstreams.len() {
+            if k % shared.shards == id {
+                let shard = shard.clone();
+                crate::runtime::spawn(async move {
+                    let route = &shard.routes[n];
+                    crate::upstream::prober::probe_loop(route, i, interval, &shard.shutdown).await;
+                });
+            }
+            k += 1;
+        }
+    }
 }
 
 fn build_shard(
@@ -157,7 +222,10 @@ fn build_shard(
     registry: &Registry,
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
+    shared: &Shared,
 ) -> EdgeShard {
+    let shape: Vec<usize> = registry.networks.iter().map(|n| n.providers.len()).collect();
+    let recorder = Rc::new(Recorder::new(&shape, shared.to_aggregator.clone()));
     let limits = config.limits.clone();
     let settings = PoolSettings {
         max_idle: limits.upstream_max_idle,
@@ -174,26 +242,42 @@ fn build_shard(
         .then(tls::client_config);
     let mut routes = Vec::new();
     let mut not_served = Vec::new();
-    for n in &registry.networks {
-        let upstreams = n
-            .providers
-            .iter()
-            .filter_map(|p| {
-                match UpstreamPool::new(p.endpoint.clone(), p.addrs.clone(), tls_config.clone(), settings) {
-                    Ok(pool) => Some((Upstream { name: p.name.clone(), pool }, p.overflow)),
-                    Err(e) => {
-                        tracing::warn!(network = %n.name, provider = %p.name, error = %e, "provider unusable");
-                        None
-                    }
-                }
-            })
-            .collect();
-        routes.push(NetworkRoute::new(n.name.clone(), upstreams));
+    for (index, n) in registry.networks.iter().enumerate() {
+        let mut upstreams = Vec::new();
+        let mut statics = Vec::new();
+        for p in &n.providers {
+            // An https provider without a usable TLS name still gets a pool slot: its calls fail (and count)
+            // instead of shifting every later provider's index.
+            let pool = UpstreamPool::new(p.endpoint.clone(), p.addrs.clone(), tls_config.clone(), settings)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(network = %n.name, provider = %p.name, error = %e, "provider unusable");
+                    UpstreamPool::new(p.endpoint.clone(), Arc::from(Vec::new()), None, settings)
+                        .expect("a pool without addresses cannot fail")
+                });
+            upstreams.push(Upstream {
+                name: p.name.clone(),
+                pool,
+            });
+            statics.push(ProviderStatic {
+                weight: p.weight,
+                overflow: p.overflow,
+                region_distance: region_distance(config.server.region.as_deref(), p.region.as_deref()),
+                quota_rps: p.quota_rps.map(f64::from),
+            });
+        }
+        routes.push(NetworkRoute {
+            index,
+            name: n.name.clone(),
+            upstreams,
+            statics,
+            live: shared.lives[index].clone(),
+            retry: config.policy.retry.clone(),
+            recorder: recorder.clone(),
+            rotation: Cell::new(0),
+        });
         not_served.push(match n.kind {
             NetworkKind::Evm => None,
-            NetworkKind::SolanaMagic => {
-                Some("solana-magic routing is not served by this build yet")
-            }
+            NetworkKind::SolanaMagic => Some("solana-magic routing is not served by this build yet"),
         });
     }
     EdgeShard {
@@ -210,5 +294,22 @@ fn build_shard(
         shutdown,
         open_global,
         open_local: Cell::new(0),
+        recorder,
+    }
+}
+
+/// 0 when the provider is in this node's region (or either is unknown), 0.5 on the same continent
+/// (`us-east` / `us-west`), 1 elsewhere.
+fn region_distance(node: Option<&str>, provider: Option<&str>) -> f64 {
+    match (node, provider) {
+        (Some(a), Some(b)) if a != b => {
+            let continent = |r: &str| r.split('-').next().unwrap_or(r).to_string();
+            if continent(a) == continent(b) {
+                0.5
+            } else {
+                1.0
+            }
+        }
+        _ => 0.0,
     }
 }

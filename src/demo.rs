@@ -28,15 +28,12 @@ pub enum Behaviour {
 pub struct DemoProvider {
     pub name: &'static str,
     pub addr: SocketAddr,
+    pub behaviour: Behaviour,
     pub served: Arc<AtomicU64>,
 }
 
 impl DemoProvider {
-    pub fn start(
-        name: &'static str,
-        behaviour: Behaviour,
-        epoch: Instant,
-    ) -> std::io::Result<DemoProvider> {
+    pub fn start(name: &'static str, behaviour: Behaviour, epoch: Instant) -> std::io::Result<DemoProvider> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let served = Arc::new(AtomicU64::new(0));
@@ -47,7 +44,12 @@ impl DemoProvider {
                 std::thread::spawn(move || serve_conn(stream, behaviour, epoch, &counter));
             }
         });
-        Ok(DemoProvider { name, addr, served })
+        Ok(DemoProvider {
+            name,
+            addr,
+            behaviour,
+            served,
+        })
     }
 }
 
@@ -114,7 +116,8 @@ fn serve_conn(stream: TcpStream, behaviour: Behaviour, epoch: Instant, served: &
 
 fn answer(parser: &mut EnvelopeParser, body: &[u8], head: u64) -> Vec<u8> {
     let Ok(Envelope::Single(Ok(call))) = parser.parse(body) else {
-        return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"demo provider takes single calls"}}"#.to_vec();
+        return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"demo provider takes single calls"}}"#
+            .to_vec();
     };
     let id = String::from_utf8_lossy(call.id.unwrap_or(b"null")).into_owned();
     let result = match &*call.method {
@@ -128,7 +131,7 @@ fn answer(parser: &mut EnvelopeParser, body: &[u8], head: u64) -> Vec<u8> {
 }
 
 /// The demo's providers and the config that puts Prism in front of them.
-pub fn start_providers() -> std::io::Result<(Vec<DemoProvider>, Vec<(&'static str, Behaviour)>)> {
+pub fn start_providers() -> std::io::Result<Vec<DemoProvider>> {
     let epoch = Instant::now();
     let plan = vec![
         ("fast", Behaviour::Fast),
@@ -136,11 +139,9 @@ pub fn start_providers() -> std::io::Result<(Vec<DemoProvider>, Vec<(&'static st
         ("flapping", Behaviour::Flapping { period: 20, bad: 8 }),
         ("lagging", Behaviour::Lagging(25)),
     ];
-    let providers = plan
-        .iter()
-        .map(|(name, b)| DemoProvider::start(name, *b, epoch))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    Ok((providers, plan))
+    plan.into_iter()
+        .map(|(name, b)| DemoProvider::start(name, b, epoch))
+        .collect()
 }
 
 /// The embedded default config for the demo, pointing at the given providers.
@@ -166,10 +167,7 @@ pub fn probe_once(prism: SocketAddr) -> bool {
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
     let req = format!("POST / HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    if s.write_all(req.as_bytes())
-        .and_then(|_| s.write_all(body))
-        .is_err()
-    {
+    if s.write_all(req.as_bytes()).and_then(|_| s.write_all(body)).is_err() {
         return false;
     }
     let mut resp = String::new();

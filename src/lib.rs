@@ -9,6 +9,7 @@ pub mod core;
 pub mod demo;
 pub mod edge;
 pub mod http1;
+pub mod jsonscan;
 pub mod runtime;
 pub mod telemetry;
 pub mod transport;

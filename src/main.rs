@@ -56,8 +56,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Check { config } => check(&config),
         Command::Serve { config } => {
-            let config = Config::load(&config)
-                .with_context(|| format!("invalid config {}", config.display()))?;
+            let config = Config::load(&config).with_context(|| format!("invalid config {}", config.display()))?;
             let shutdown = Shutdown::new();
             shutdown
                 .install_signal_handlers()
@@ -71,8 +70,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn check(path: &PathBuf) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let (config, missing) = match Config::from_toml_lenient(&text) {
         Ok(v) => v,
         Err(e) => {
@@ -91,11 +89,7 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
     for name in missing {
         println!("note: environment variable {name} is not set here; `prism serve` needs it");
     }
-    for n in config
-        .networks
-        .iter()
-        .filter(|n| n.kind == NetworkKind::SolanaMagic)
-    {
+    for n in config.networks.iter().filter(|n| n.kind == NetworkKind::SolanaMagic) {
         println!(
             "note: network {:?} (solana-magic) is valid but not served by this build yet",
             n.name
@@ -105,7 +99,7 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
 }
 
 fn demo(listen: SocketAddr, seconds: Option<u64>) -> anyhow::Result<()> {
-    let (providers, plan) = prism::demo::start_providers().context("starting demo providers")?;
+    let providers = prism::demo::start_providers().context("starting demo providers")?;
     let config = prism::demo::demo_config(&listen.to_string(), &providers);
     let shutdown = Shutdown::new();
     shutdown.install_signal_handlers()?;
@@ -113,17 +107,14 @@ fn demo(listen: SocketAddr, seconds: Option<u64>) -> anyhow::Result<()> {
         "Prism demo: http://{listen}/ in front of {} loopback providers:",
         providers.len()
     );
-    for (p, (_, b)) in providers.iter().zip(&plan) {
-        println!("  {:<9} {:<22} {:?}", p.name, p.addr.to_string(), b);
+    for p in &providers {
+        println!("  {:<9} {:<22} {:?}", p.name, p.addr.to_string(), p.behaviour);
     }
     println!(
         "Try: curl -s -XPOST http://{listen}/ -H 'content-type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\"}}'"
     );
     let driver_shutdown = shutdown.clone();
-    let served: Vec<_> = providers
-        .iter()
-        .map(|p| (p.name, p.served.clone()))
-        .collect();
+    let served: Vec<_> = providers.iter().map(|p| (p.name, p.served.clone())).collect();
     std::thread::spawn(move || {
         let started = std::time::Instant::now();
         let (mut ok, mut failed) = (0u64, 0u64);

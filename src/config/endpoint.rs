@@ -38,9 +38,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("not a URL: {url:?}"))?;
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("not a URL: {url:?}"))?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
@@ -52,9 +50,7 @@ impl Endpoint {
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, path) = rest.split_at(split);
         if authority.contains('@') {
-            return Err(
-                "credentials in the URL are not supported; put the API key in the path".into(),
-            );
+            return Err("credentials in the URL are not supported; put the API key in the path".into());
         }
         if authority.is_empty() {
             return Err(format!("no host in {url:?}"));

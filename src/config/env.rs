@@ -4,10 +4,7 @@ use super::ConfigError;
 
 /// Replaces every `${NAME}` (and `${NAME:-default}`) outside comment lines with the variable's value.
 /// `$$` stands for a literal `$`. An unset variable without a default is an error naming it and its line.
-pub fn substitute_env(
-    text: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<String, ConfigError> {
+pub fn substitute_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     let mut out = String::with_capacity(text.len());
     for (lineno, line) in text.split_inclusive('\n').enumerate() {
         if line.trim_start().starts_with('#') {
@@ -22,9 +19,9 @@ pub fn substitute_env(
                 out.push('$');
                 rest = tail;
             } else if let Some(body) = after.strip_prefix('{') {
-                let end = body.find('}').ok_or_else(|| {
-                    ConfigError::Env(format!("line {}: unterminated ${{ in config", lineno + 1))
-                })?;
+                let end = body
+                    .find('}')
+                    .ok_or_else(|| ConfigError::Env(format!("line {}: unterminated ${{ in config", lineno + 1)))?;
                 let expr = &body[..end];
                 let (name, default) = match expr.split_once(":-") {
                     Some((n, d)) => (n, Some(d)),

@@ -57,10 +57,7 @@ impl Config {
     }
 
     /// Like [`Config::from_toml`] with an explicit variable lookup (tests, embedded configs).
-    pub fn from_toml_with(
-        text: &str,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Config, ConfigError> {
+    pub fn from_toml_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let text = substitute_env(text, lookup)?;
         let de = toml::Deserializer::new(&text);
         let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {

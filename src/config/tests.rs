@@ -42,36 +42,26 @@ fn env_substitution_and_missing_variable() {
     let text = "a = \"${X}/${Y:-dflt}/$$\"\n# ${IGNORED}\n";
     let out = substitute_env(text, |n| (n == "X").then(|| "x".to_string())).unwrap();
     assert_eq!(out, "a = \"x/dflt/$\"\n# ${IGNORED}\n");
-    let err = substitute_env("k = \"${NOPE}\"", no_env)
-        .unwrap_err()
-        .to_string();
+    let err = substitute_env("k = \"${NOPE}\"", no_env).unwrap_err().to_string();
     assert!(err.contains("NOPE") && err.contains("line 1"), "{err}");
 }
 
 #[test]
 fn errors_name_the_field() {
     let bad_url = MINIMAL.replace("http://127.0.0.1:1234/rpc?x=1", "ftp://x");
-    let err = Config::from_toml_with(&bad_url, no_env)
-        .unwrap_err()
-        .to_string();
+    let err = Config::from_toml_with(&bad_url, no_env).unwrap_err().to_string();
     assert!(err.starts_with("networks[0].providers[0].url:"), "{err}");
 
     let bad_type = MINIMAL.replace("name = \"a\"", "name = \"a\"\n  weight = \"heavy\"");
-    let err = Config::from_toml_with(&bad_type, no_env)
-        .unwrap_err()
-        .to_string();
+    let err = Config::from_toml_with(&bad_type, no_env).unwrap_err().to_string();
     assert!(err.contains("networks[0].providers[0].weight"), "{err}");
 
     let unknown = MINIMAL.replace("[server]", "[server]\nlisten_typo = 1");
-    let err = Config::from_toml_with(&unknown, no_env)
-        .unwrap_err()
-        .to_string();
+    let err = Config::from_toml_with(&unknown, no_env).unwrap_err().to_string();
     assert!(err.contains("listen_typo"), "{err}");
 
     let bad_listen = MINIMAL.replace("127.0.0.1:8545", "nowhere");
-    let err = Config::from_toml_with(&bad_listen, no_env)
-        .unwrap_err()
-        .to_string();
+    let err = Config::from_toml_with(&bad_listen, no_env).unwrap_err().to_string();
     assert!(err.starts_with("server.listen:"), "{err}");
 }
 
@@ -84,12 +74,7 @@ fn endpoint_parsing() {
     );
     let e = Endpoint::parse("http://[::1]:8080").unwrap();
     assert_eq!(
-        (
-            e.host.as_str(),
-            e.port,
-            e.path.as_str(),
-            e.host_header.as_str()
-        ),
+        (e.host.as_str(), e.port, e.path.as_str(), e.host_header.as_str()),
         ("::1", 8080, "/", "[::1]:8080")
     );
     assert_eq!(e.to_string(), "http://[::1]:8080");

@@ -16,33 +16,25 @@ fn positive(field: &str, v: u64) -> R {
 
 impl Config {
     pub(crate) fn validate(&self) -> R {
-        self.server.listen.parse::<SocketAddr>().map_err(|e| {
-            ConfigError::invalid("server.listen", format!("not a socket address: {e}"))
-        })?;
+        self.server
+            .listen
+            .parse::<SocketAddr>()
+            .map_err(|e| ConfigError::invalid("server.listen", format!("not a socket address: {e}")))?;
         if let Some(admin) = &self.server.admin_listen {
-            admin.parse::<SocketAddr>().map_err(|e| {
-                ConfigError::invalid("server.admin_listen", format!("not a socket address: {e}"))
-            })?;
+            admin
+                .parse::<SocketAddr>()
+                .map_err(|e| ConfigError::invalid("server.admin_listen", format!("not a socket address: {e}")))?;
         }
         if let Some(tls) = &self.server.tls {
             if tls.cert.is_empty() {
-                return Err(ConfigError::invalid(
-                    "server.tls.cert",
-                    "must name a PEM file",
-                ));
+                return Err(ConfigError::invalid("server.tls.cert", "must name a PEM file"));
             }
             if tls.key.is_empty() {
-                return Err(ConfigError::invalid(
-                    "server.tls.key",
-                    "must name a PEM file",
-                ));
+                return Err(ConfigError::invalid("server.tls.key", "must name a PEM file"));
             }
         }
         if self.server.io_memory_kib < 64 {
-            return Err(ConfigError::invalid(
-                "server.io_memory_kib",
-                "must be at least 64",
-            ));
+            return Err(ConfigError::invalid("server.io_memory_kib", "must be at least 64"));
         }
         self.validate_limits()?;
         self.validate_policy()?;
@@ -72,29 +64,17 @@ impl Config {
             ("limits.idle_timeout_ms", l.idle_timeout_ms),
             ("limits.client_timeout_ms", l.client_timeout_ms),
             ("limits.drain_timeout_ms", l.drain_timeout_ms),
-            (
-                "limits.upstream_connect_timeout_ms",
-                l.upstream_connect_timeout_ms,
-            ),
-            (
-                "limits.upstream_idle_timeout_ms",
-                l.upstream_idle_timeout_ms,
-            ),
+            ("limits.upstream_connect_timeout_ms", l.upstream_connect_timeout_ms),
+            ("limits.upstream_idle_timeout_ms", l.upstream_idle_timeout_ms),
             ("limits.max_response_bytes", l.max_response_bytes as u64),
         ] {
             positive(name, v)?;
         }
         if l.max_header_bytes < 256 {
-            return Err(ConfigError::invalid(
-                "limits.max_header_bytes",
-                "must be at least 256",
-            ));
+            return Err(ConfigError::invalid("limits.max_header_bytes", "must be at least 256"));
         }
         if l.max_body_bytes > u32::MAX as usize {
-            return Err(ConfigError::invalid(
-                "limits.max_body_bytes",
-                "must be below 4 GiB",
-            ));
+            return Err(ConfigError::invalid("limits.max_body_bytes", "must be below 4 GiB"));
         }
         Ok(())
     }
@@ -105,17 +85,11 @@ impl Config {
         if r.base_delay_ms > r.max_delay_ms {
             return Err(ConfigError::invalid(
                 "policy.retry.base_delay_ms",
-                format!(
-                    "must not exceed policy.retry.max_delay_ms ({})",
-                    r.max_delay_ms
-                ),
+                format!("must not exceed policy.retry.max_delay_ms ({})", r.max_delay_ms),
             ));
         }
         let b = &self.policy.breaker;
-        positive(
-            "policy.breaker.failure_threshold",
-            b.failure_threshold as u64,
-        )?;
+        positive("policy.breaker.failure_threshold", b.failure_threshold as u64)?;
         positive("policy.breaker.window_ms", b.window_ms)?;
         positive("policy.breaker.cooldown_ms", b.cooldown_ms)?;
         positive("policy.breaker.half_open_probes", b.half_open_probes as u64)?;
@@ -128,10 +102,7 @@ impl Config {
         if b.max_cooldown_ms < b.cooldown_ms {
             return Err(ConfigError::invalid(
                 "policy.breaker.max_cooldown_ms",
-                format!(
-                    "must be at least policy.breaker.cooldown_ms ({})",
-                    b.cooldown_ms
-                ),
+                format!("must be at least policy.breaker.cooldown_ms ({})", b.cooldown_ms),
             ));
         }
         Ok(())
@@ -175,10 +146,7 @@ impl Config {
             for (j, p) in n.providers.iter().enumerate() {
                 let pat = format!("{at}.providers[{j}]");
                 if p.name.is_empty() {
-                    return Err(ConfigError::invalid(
-                        format!("{pat}.name"),
-                        "must not be empty",
-                    ));
+                    return Err(ConfigError::invalid(format!("{pat}.name"), "must not be empty"));
                 }
                 if !pnames.insert(p.name.as_str()) {
                     return Err(ConfigError::invalid(
@@ -186,8 +154,7 @@ impl Config {
                         format!("duplicate provider {:?}", p.name),
                     ));
                 }
-                let ep = Endpoint::parse(&p.url)
-                    .map_err(|m| ConfigError::invalid(format!("{pat}.url"), m))?;
+                let ep = Endpoint::parse(&p.url).map_err(|m| ConfigError::invalid(format!("{pat}.url"), m))?;
                 if !matches!(ep.scheme, Scheme::Http | Scheme::Https) {
                     return Err(ConfigError::invalid(
                         format!("{pat}.url"),
@@ -195,8 +162,7 @@ impl Config {
                     ));
                 }
                 if let Some(ws) = &p.ws_url {
-                    let ep = Endpoint::parse(ws)
-                        .map_err(|m| ConfigError::invalid(format!("{pat}.ws_url"), m))?;
+                    let ep = Endpoint::parse(ws).map_err(|m| ConfigError::invalid(format!("{pat}.ws_url"), m))?;
                     if !matches!(ep.scheme, Scheme::Ws | Scheme::Wss) {
                         return Err(ConfigError::invalid(
                             format!("{pat}.ws_url"),
@@ -205,10 +171,7 @@ impl Config {
                     }
                 }
                 if !(p.weight.is_finite() && p.weight > 0.0) {
-                    return Err(ConfigError::invalid(
-                        format!("{pat}.weight"),
-                        "must be a number > 0",
-                    ));
+                    return Err(ConfigError::invalid(format!("{pat}.weight"), "must be a number > 0"));
                 }
                 if p.quota_rps == Some(0) {
                     return Err(ConfigError::invalid(
@@ -224,9 +187,7 @@ impl Config {
                                 "is required on a solana-magic network (\"base\" or \"ephemeral\")",
                             ))
                         }
-                        Some(ProviderRole::Ephemeral)
-                            if p.identity.as_deref().unwrap_or("").is_empty() =>
-                        {
+                        Some(ProviderRole::Ephemeral) if p.identity.as_deref().unwrap_or("").is_empty() => {
                             return Err(ConfigError::invalid(
                                 format!("{pat}.identity"),
                                 "is required for an ephemeral provider (the ER validator identity)",
@@ -242,11 +203,7 @@ impl Config {
                 }
             }
             if n.kind == NetworkKind::SolanaMagic {
-                if !n
-                    .providers
-                    .iter()
-                    .any(|p| p.role == Some(ProviderRole::Base))
-                {
+                if !n.providers.iter().any(|p| p.role == Some(ProviderRole::Base)) {
                     return Err(ConfigError::invalid(
                         format!("{at}.providers"),
                         "needs at least one role = \"base\"",
@@ -275,10 +232,7 @@ impl Config {
         for (i, k) in self.keys.iter().enumerate() {
             let at = format!("keys[{i}]");
             if k.name.is_empty() {
-                return Err(ConfigError::invalid(
-                    format!("{at}.name"),
-                    "must not be empty",
-                ));
+                return Err(ConfigError::invalid(format!("{at}.name"), "must not be empty"));
             }
             if !names.insert(k.name.as_str()) {
                 return Err(ConfigError::invalid(
@@ -287,10 +241,7 @@ impl Config {
                 ));
             }
             if k.key.is_empty() {
-                return Err(ConfigError::invalid(
-                    format!("{at}.key"),
-                    "must not be empty",
-                ));
+                return Err(ConfigError::invalid(format!("{at}.key"), "must not be empty"));
             }
             if !secrets.insert(k.key.as_str()) {
                 return Err(ConfigError::invalid(
@@ -308,10 +259,7 @@ impl Config {
             }
             if let Some(rate) = k.rate_per_s {
                 if !(rate.is_finite() && rate > 0.0) {
-                    return Err(ConfigError::invalid(
-                        format!("{at}.rate_per_s"),
-                        "must be a number > 0",
-                    ));
+                    return Err(ConfigError::invalid(format!("{at}.rate_per_s"), "must be a number > 0"));
                 }
             }
             if k.burst == Some(0) {

@@ -1,17 +1,31 @@
-//! Forwarding one call: build the upstream body with Prism's own id, send it, validate the answer.
-//! The upstream's `result`/`error` bytes are kept as they came; only the id is ours on the way out and the
-//! client's on the way back (the edge splices it).
+//! Forwarding one call: pick a provider, call it within the deadline, validate and classify the answer,
+//! record it, then answer, retry elsewhere, or fail. The upstream's `result`/`error` bytes are kept as they
+//! came; only the id is Prism's on the way out and the client's on the way back (the edge splices it).
+//!
+//! Safety rules: reads may be retried on the next-best provider (backoff with full jitter, inside the
+//! deadline); a write goes to exactly one upstream once: it moves to another provider only when not one
+//! byte of it can have been sent, and a write that timed out after sending returns a distinct error
+//! carrying the transaction hash.
 
 use std::cell::Cell;
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::config::{Jitter, RetryOn, Strategy, Weights};
 use crate::edge::envelope::Call;
-use crate::transport::validate::check_response;
+use crate::jsonscan::{hex_quantity, object_field};
+use crate::telemetry::clock::now_ms;
+use crate::telemetry::recorder::Outcome;
+use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::TransportError;
 
-use super::methods::is_write;
+use super::breaker::Transition;
+use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
+use super::marks::MarkKey;
+use super::methods::{block_ref, lookup, BlockRef, HeadHint, Kind, MethodInfo};
 use super::route::NetworkRoute;
+use super::router::{choose, Ask, Choice};
+use super::txhash::raw_tx_hash;
 
 /// The answer to one call.
 #[derive(Debug)]
@@ -25,10 +39,14 @@ pub enum CallOutcome {
     Failed(ProxyError),
 }
 
-/// Why Prism could not get an answer. Rendered to the client as a -32603 error.
+/// Why Prism could not get an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProxyError {
-    NoUpstream,
+    /// Every provider's breaker is open (or none is usable): answered at once.
+    AllDown {
+        providers_open: usize,
+        retry_after_ms: u64,
+    },
     Transport {
         provider: String,
         error: TransportError,
@@ -41,13 +59,34 @@ pub enum ProxyError {
         provider: String,
         why: &'static str,
     },
+    /// A write was sent and then timed out: it may or may not have landed.
+    WriteOutcomeUnknown {
+        provider: String,
+        tx_hash: Option<String>,
+    },
+    /// The method cannot be served this way (e.g. subscriptions over HTTP).
+    Unsupported(&'static str),
     NotServed(&'static str),
 }
+
+impl ProxyError {
+    /// The JSON-RPC error code the client sees.
+    pub fn code(&self) -> i32 {
+        match self {
+            ProxyError::Unsupported(_) => -32601,
+            ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
+            _ => -32603,
+        }
+    }
+}
+
+/// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
+pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
 
 impl std::fmt::Display for ProxyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ProxyError::NoUpstream => f.write_str("No healthy upstream available"),
+            ProxyError::AllDown { .. } => f.write_str("No healthy upstream available"),
             ProxyError::Transport {
                 error: TransportError::Timeout { .. },
                 ..
@@ -55,72 +94,541 @@ impl std::fmt::Display for ProxyError {
             ProxyError::Transport { error, .. } => write!(f, "Upstream error: {error}"),
             ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
             ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),
-            ProxyError::NotServed(why) => f.write_str(why),
+            ProxyError::WriteOutcomeUnknown { .. } => f.write_str(
+                "Transaction submission timed out after it was sent; it may have landed: poll its hash, do not resend blindly",
+            ),
+            ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
         }
     }
 }
 
-/// Sends `call` to the next upstream of `route` and returns its validated answer.
+/// Who is asking, as routing cares: strategy, weights and whose high-water mark applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub strategy: Strategy,
+    pub weights: Weights,
+    pub mark: MarkKey,
+}
+
+impl Default for Caller {
+    fn default() -> Self {
+        Caller {
+            strategy: Strategy::Score,
+            weights: Weights::default(),
+            mark: MarkKey::Key(0),
+        }
+    }
+}
+
+/// Forwards `call` on `route` and returns the answer the client should see.
 pub async fn forward(
     route: &NetworkRoute,
     call: &Call<'_>,
+    caller: &Caller,
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
-    let Some(upstream) = route.pick() else {
-        return CallOutcome::Failed(ProxyError::NoUpstream);
-    };
+    let info = lookup(&call.method);
+    match info.kind {
+        Kind::Local => {
+            if let Some(answer) = local_answer(route, &call.method) {
+                return answer;
+            }
+        }
+        Kind::Subscription => {
+            return CallOutcome::Failed(ProxyError::Unsupported(
+                "Subscriptions need a WebSocket connection (eth_subscribe over HTTP is not possible)",
+            ))
+        }
+        _ => {}
+    }
     let id = ids.get();
     ids.set(id.wrapping_add(1));
     let mut body = Vec::with_capacity(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
-    let replay_safe = !is_write(&call.method);
-    let resp = match upstream.pool.post(&body, deadline, replay_safe).await {
-        Ok(r) => r,
-        Err(error) => {
-            tracing::debug!(provider = %upstream.name, method = %call.method, %error, "upstream call failed");
-            return CallOutcome::Failed(ProxyError::Transport {
-                provider: upstream.name.clone(),
-                error,
-            });
-        }
+    Attempts::new(route, call, info, caller, deadline).run(&body, id).await
+}
+
+/// `eth_chainId` / `net_version` from config: every serving provider was checked to match it.
+fn local_answer(route: &NetworkRoute, method: &str) -> Option<CallOutcome> {
+    let chain = route.live.chain_id?;
+    let value = match method {
+        "eth_chainId" => format!("\"0x{chain:x}\""),
+        "net_version" => format!("\"{chain}\""),
+        _ => return None,
     };
-    let provider = || upstream.name.clone();
-    match check_response(&resp.body, id) {
-        // A 2xx answer, or a JSON-RPC error body carried by a 4xx other than 429, is the node's answer.
-        Ok(a)
-            if (200..300).contains(&resp.status)
-                || (a.is_error && (400..500).contains(&resp.status) && resp.status != 429) =>
-        {
-            CallOutcome::Answer {
-                body: resp.body,
-                value: a.value,
-                is_error: a.is_error,
+    let len = value.len();
+    Some(CallOutcome::Answer {
+        body: value.into_bytes(),
+        value: 0..len,
+        is_error: false,
+    })
+}
+
+/// The retry loop of one call.
+struct Attempts<'r, 'c> {
+    route: &'r NetworkRoute,
+    call: &'r Call<'c>,
+    info: MethodInfo,
+    caller: &'r Caller,
+    deadline: Instant,
+    write: bool,
+    never_retry: bool,
+    /// The client's high-water mark when the call arrived.
+    mark: u64,
+    latest: bool,
+    ask: Ask,
+}
+
+impl<'r, 'c> Attempts<'r, 'c> {
+    fn new(
+        route: &'r NetworkRoute,
+        call: &'r Call<'c>,
+        info: MethodInfo,
+        caller: &'r Caller,
+        deadline: Instant,
+    ) -> Self {
+        let write = info.kind == Kind::Write;
+        let block = block_ref(&info, call.params);
+        let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
+        let mark = route.live.marks.get(caller.mark);
+        let tolerance = route.live.hwm_tolerance;
+        // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
+        // may come from one within the tolerance. A read at block N prefers providers that have N.
+        let mut min_head = if latest { mark } else { mark.saturating_sub(tolerance) };
+        if let BlockRef::Number(n) = block {
+            min_head = min_head.max(n);
+        }
+        let never_retry = route.retry.never_retry.iter().any(|m| m == &*call.method);
+        Attempts {
+            route,
+            call,
+            info,
+            caller,
+            deadline,
+            write,
+            never_retry,
+            mark,
+            latest,
+            ask: Ask {
+                family: info.family,
+                strategy: caller.strategy,
+                weights: caller.weights,
+                min_head,
+                prefer_deeper: false,
+                exclude: 0,
+            },
+        }
+    }
+
+    fn max_attempts(&self) -> u32 {
+        if self.write || self.never_retry {
+            1
+        } else {
+            self.route.retry.max_attempts.max(1)
+        }
+    }
+
+    async fn run(mut self, body: &[u8], id: u64) -> CallOutcome {
+        let route = self.route;
+        let max = self.max_attempts();
+        let mut attempt = 0u32;
+        let mut last: Option<CallOutcome> = None;
+        let mut backoffs = 0u32;
+        loop {
+            let now = now_ms();
+            let dice = fastrand::f64();
+            let choice = if self.info.kind == Kind::Filter {
+                filter_home(route, &self.ask, now)
+            } else {
+                choose(
+                    &route.statics,
+                    &route.live,
+                    &route.live.health.load(),
+                    &self.ask,
+                    now,
+                    route.next_rotation(),
+                    dice,
+                )
+            };
+            let i = match choice {
+                Choice::Provider(i) => i,
+                Choice::AllDown { open, retry_after_ms } => {
+                    return last.unwrap_or(CallOutcome::Failed(ProxyError::AllDown {
+                        providers_open: open,
+                        retry_after_ms,
+                    }))
+                }
+                Choice::Exhausted => return last.unwrap_or_else(|| self.all_down(now)),
+            };
+            self.ask.exclude |= 1 << i;
+            attempt += 1;
+            let attempts_left = max.saturating_sub(attempt) + 1;
+            let remaining = self.deadline.saturating_duration_since(Instant::now());
+            let attempt_deadline = if self.write || attempts_left <= 1 {
+                self.deadline
+            } else {
+                Instant::now() + remaining / attempts_left
+            };
+            let upstream = &route.upstreams[i];
+            let started = Instant::now();
+            let result = upstream.pool.post(body, attempt_deadline, !self.write).await;
+            let latency_us = started.elapsed().as_micros() as u64;
+            let verdict = self.judge(i, id, result);
+            self.record(i, latency_us, &verdict);
+            let more = attempt < max && Instant::now() < self.deadline;
+            match verdict {
+                Verdict::Answer { body, value, is_error } => {
+                    return self.finish(i, body, value, is_error, more);
+                }
+                Verdict::Reroute { answer } => {
+                    // Unsupported here / data unavailable here: try elsewhere at once, no backoff.
+                    last = Some(answer);
+                    if !more || self.write {
+                        return last.unwrap();
+                    }
+                }
+                Verdict::Lagging { answer } => {
+                    last = Some(answer);
+                    if !more {
+                        return self.synthesized_head().unwrap_or_else(|| last.unwrap());
+                    }
+                }
+                Verdict::Failed {
+                    error,
+                    sent,
+                    retry_class,
+                    node_answer,
+                    ..
+                } => {
+                    if self.write {
+                        if sent {
+                            return match (error, node_answer) {
+                                (_, Some(answer)) => answer,
+                                (
+                                    ProxyError::Transport {
+                                        provider,
+                                        error: TransportError::Timeout { .. },
+                                    },
+                                    _,
+                                ) => CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
+                                    provider,
+                                    tx_hash: raw_tx_hash(self.call.params),
+                                }),
+                                (e, _) => CallOutcome::Failed(e),
+                            };
+                        }
+                        // Not one byte left Prism: another provider still makes it exactly once.
+                        last = Some(CallOutcome::Failed(error));
+                        continue;
+                    }
+                    last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
+                    let allowed =
+                        retry_class.is_some_and(|c| route.retry.retry_on.contains(&c)) || retry_class.is_none();
+                    if !more || !allowed {
+                        return last.unwrap();
+                    }
+                    backoffs += 1;
+                    let delay = backoff(&route.retry, backoffs);
+                    if Instant::now() + delay >= self.deadline {
+                        return last.unwrap();
+                    }
+                    if !delay.is_zero() {
+                        crate::runtime::sleep(delay).await;
+                    }
+                }
             }
         }
-        _ if !(200..300).contains(&resp.status) => CallOutcome::Failed(ProxyError::Status {
-            provider: provider(),
-            status: resp.status,
-        }),
-        Ok(_) => unreachable!("2xx handled above"),
-        Err(why) => CallOutcome::Failed(ProxyError::BadResponse {
-            provider: provider(),
-            why: match why {
-                crate::transport::validate::InvalidResponse::NotAnObject => {
-                    "response is not a JSON-RPC object"
-                }
-                crate::transport::validate::InvalidResponse::Malformed => {
-                    "malformed or truncated response"
-                }
-                crate::transport::validate::InvalidResponse::WrongId => {
-                    "response id does not match the request"
-                }
-                crate::transport::validate::InvalidResponse::NoResult => {
-                    "response has neither result nor error"
-                }
-            },
-        }),
     }
+
+    fn all_down(&self, now: u64) -> CallOutcome {
+        match super::router::choose(
+            &self.route.statics,
+            &self.route.live,
+            &self.route.live.health.load(),
+            &Ask { exclude: 0, ..self.ask },
+            now,
+            0,
+            0.0,
+        ) {
+            Choice::AllDown { open, retry_after_ms } => CallOutcome::Failed(ProxyError::AllDown {
+                providers_open: open,
+                retry_after_ms,
+            }),
+            _ => CallOutcome::Failed(ProxyError::AllDown {
+                providers_open: 0,
+                retry_after_ms: 1000,
+            }),
+        }
+    }
+
+    /// Turns an exchange into a verdict, updating breakers, parking and heads on the way.
+    fn judge(&self, i: usize, id: u64, result: Result<crate::transport::UpstreamResponse, TransportError>) -> Verdict {
+        let name = || self.route.upstreams[i].name.clone();
+        let resp = match result {
+            Ok(r) => r,
+            Err(error) => {
+                let sent = error.maybe_sent();
+                let retry_class = Some(match error {
+                    TransportError::Timeout { .. } => RetryOn::Timeout,
+                    _ => RetryOn::ConnectionReset,
+                });
+                let class = classify_transport(&error);
+                return Verdict::Failed {
+                    error: ProxyError::Transport {
+                        provider: name(),
+                        error,
+                    },
+                    sent,
+                    retry_class,
+                    node_answer: None,
+                    class,
+                };
+            }
+        };
+        let checked = check_response(&resp.body, id);
+        let ok_status = (200..300).contains(&resp.status);
+        match checked {
+            Ok(a) if a.is_error && (ok_status || (400..600).contains(&resp.status)) => {
+                let class = classify_rpc_error_with_status(resp.status, &resp.body[a.value.clone()], self.write);
+                let answer = CallOutcome::Answer {
+                    value: a.value,
+                    is_error: true,
+                    body: resp.body,
+                };
+                match class {
+                    Class::Success | Class::UserError | Class::TooLarge => match answer {
+                        CallOutcome::Answer { body, value, is_error } => Verdict::Answer { body, value, is_error },
+                        _ => unreachable!(),
+                    },
+                    Class::Unsupported | Class::DataUnavailable => Verdict::Reroute { answer },
+                    Class::Throttled | Class::QuotaExhausted | Class::ProviderFailure => Verdict::Failed {
+                        error: ProxyError::Status {
+                            provider: name(),
+                            status: resp.status,
+                        },
+                        sent: true,
+                        retry_class: Some(if class == Class::ProviderFailure {
+                            RetryOn::Status5xx
+                        } else {
+                            RetryOn::Status429
+                        }),
+                        node_answer: Some(answer),
+                        class,
+                    },
+                }
+            }
+            Ok(a) if ok_status => Verdict::Answer {
+                value: a.value,
+                is_error: false,
+                body: resp.body,
+            },
+            _ if !ok_status => {
+                let class = classify_http(resp.status, &resp.body);
+                Verdict::Failed {
+                    error: ProxyError::Status {
+                        provider: name(),
+                        status: resp.status,
+                    },
+                    sent: true,
+                    retry_class: Some(if resp.status == 429 || class == Class::Throttled {
+                        RetryOn::Status429
+                    } else {
+                        RetryOn::Status5xx
+                    }),
+                    node_answer: None,
+                    class,
+                }
+            }
+            Ok(_) => unreachable!("handled above"),
+            Err(why) => Verdict::Failed {
+                error: ProxyError::BadResponse {
+                    provider: name(),
+                    why: describe(why),
+                },
+                sent: true,
+                retry_class: None,
+                node_answer: None,
+                class: Class::ProviderFailure,
+            },
+        }
+        .check_head(self, i)
+    }
+
+    /// Feeds health: latency window, breaker, parking.
+    fn record(&self, i: usize, latency_us: u64, verdict: &Verdict) {
+        let route = self.route;
+        let p = &route.live.providers[i];
+        let now = now_ms();
+        let class = verdict.class();
+        let outcome = match class {
+            Class::ProviderFailure => Outcome::Failed,
+            Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
+            _ => Outcome::Ok,
+        };
+        route
+            .recorder
+            .record(route.index, i, self.info.family, latency_us, outcome);
+        let name = &route.upstreams[i].name;
+        match class {
+            Class::ProviderFailure => match p.breaker.on_failure(now) {
+                Transition::Opened => tracing::warn!(network = %route.name, provider = %name, "breaker opened"),
+                Transition::Reopened { cooldown_ms } => {
+                    tracing::warn!(network = %route.name, provider = %name, cooldown_ms, "breaker reopened")
+                }
+                _ => {}
+            },
+            Class::Throttled => p.park_until(now + THROTTLE_PARK_MS),
+            Class::QuotaExhausted => {
+                p.park_until(now + QUOTA_PARK_MS);
+                tracing::warn!(network = %route.name, provider = %name, park_ms = QUOTA_PARK_MS, "provider out of quota; parked");
+            }
+            _ => {
+                if p.breaker.on_success(now) == Transition::Closed {
+                    tracing::warn!(network = %route.name, provider = %name, "breaker closed");
+                }
+            }
+        }
+    }
+
+    /// A successful answer: learn heads from it, keep the client's mark monotonic.
+    fn finish(&self, i: usize, body: Vec<u8>, value: Range<usize>, is_error: bool, _more: bool) -> CallOutcome {
+        if !is_error {
+            if let Some(h) = revealed_head(&self.info, self.latest, &body[value.clone()]) {
+                self.route.live.observe_head(i, h);
+                if self.latest {
+                    self.route.live.marks.raise(self.caller.mark, h);
+                }
+            }
+        }
+        CallOutcome::Answer { body, value, is_error }
+    }
+
+    /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark itself is
+    /// a height the chain has reached, and answering it keeps the client's view monotonic.
+    fn synthesized_head(&self) -> Option<CallOutcome> {
+        if self.info.head != HeadHint::ResultIsHead || self.mark == 0 {
+            return None;
+        }
+        let value = format!("\"0x{:x}\"", self.mark);
+        let len = value.len();
+        Some(CallOutcome::Answer {
+            body: value.into_bytes(),
+            value: 0..len,
+            is_error: false,
+        })
+    }
+}
+
+/// How long a throttled provider is left alone, and one out of quota.
+const THROTTLE_PARK_MS: u64 = 1_000;
+const QUOTA_PARK_MS: u64 = 60_000;
+
+enum Verdict {
+    Answer {
+        body: Vec<u8>,
+        value: Range<usize>,
+        is_error: bool,
+    },
+    /// Not this provider's to answer (unsupported here, data unavailable here): another may.
+    Reroute { answer: CallOutcome },
+    /// The provider answered from below the client's mark.
+    Lagging { answer: CallOutcome },
+    Failed {
+        error: ProxyError,
+        sent: bool,
+        retry_class: Option<RetryOn>,
+        /// The node's own JSON-RPC error, returned as-is if nothing better comes.
+        node_answer: Option<CallOutcome>,
+        class: Class,
+    },
+}
+
+impl Verdict {
+    fn class(&self) -> Class {
+        match self {
+            Verdict::Answer { .. } | Verdict::Lagging { .. } => Class::Success,
+            Verdict::Reroute { .. } => Class::Unsupported,
+            Verdict::Failed { class, .. } => *class,
+        }
+    }
+
+    /// `eth_blockNumber` answered below the client's mark is lagging: learn its head, try another.
+    fn check_head(self, a: &Attempts<'_, '_>, i: usize) -> Verdict {
+        match self {
+            Verdict::Answer {
+                body,
+                value,
+                is_error: false,
+            } if a.latest && a.mark > 0 => match revealed_head(&a.info, a.latest, &body[value.clone()]) {
+                Some(h) if h < a.mark && a.info.head == HeadHint::ResultIsHead => {
+                    a.route.live.observe_head(i, h);
+                    Verdict::Lagging {
+                        answer: CallOutcome::Answer {
+                            body,
+                            value,
+                            is_error: false,
+                        },
+                    }
+                }
+                _ => Verdict::Answer {
+                    body,
+                    value,
+                    is_error: false,
+                },
+            },
+            v => v,
+        }
+    }
+}
+
+/// The head height an answer reveals, if any.
+fn revealed_head(info: &MethodInfo, latest: bool, result: &[u8]) -> Option<u64> {
+    match info.head {
+        HeadHint::ResultIsHead => hex_quantity(result),
+        HeadHint::BlockNumberField if latest => object_field(result, "number").and_then(hex_quantity),
+        _ => None,
+    }
+}
+
+/// Filters live on the provider that created them: every shard sends them to the same one, the first
+/// usable provider in config order, so `eth_getFilterChanges` finds its filter.
+fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
+    let live = &route.live;
+    for i in 0..route.upstreams.len() {
+        let p = &live.providers[i];
+        if live.admissible(i) && p.breaker.is_closed() && !p.is_parked(now) {
+            return if ask.exclude & (1 << i) != 0 {
+                Choice::Exhausted
+            } else {
+                Choice::Provider(i)
+            };
+        }
+    }
+    choose(&route.statics, live, &live.health.load(), ask, now, 0, 0.0)
+}
+
+fn describe(why: InvalidResponse) -> &'static str {
+    match why {
+        InvalidResponse::NotAnObject => "response is not a JSON-RPC object",
+        InvalidResponse::Malformed => "malformed or truncated response",
+        InvalidResponse::WrongId => "response id does not match the request",
+        InvalidResponse::NoResult => "response has neither result nor error",
+    }
+}
+
+/// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].
+fn backoff(policy: &crate::config::RetryPolicy, n: u32) -> Duration {
+    let cap = policy
+        .base_delay_ms
+        .saturating_mul(1u64 << (n - 1).min(20))
+        .min(policy.max_delay_ms);
+    let ms = match policy.jitter {
+        Jitter::Full => fastrand::u64(0..=cap),
+        Jitter::Equal => cap / 2 + fastrand::u64(0..=cap / 2),
+        Jitter::None => cap,
+    };
+    Duration::from_millis(ms)
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params bytes>}`; params omitted when absent.
@@ -171,18 +679,30 @@ mod tests {
     #[test]
     fn upstream_call_keeps_params_bytes() {
         let mut out = Vec::new();
-        write_upstream_call(
-            &mut out,
-            42,
-            "eth_call",
-            Some(br#"[ {"to":"0xAB"} , "latest" ]"#),
-        );
-        assert_eq!(out, br#"{"jsonrpc":"2.0","id":42,"method":"eth_call","params":[ {"to":"0xAB"} , "latest" ]}"#);
-        out.clear();
-        write_upstream_call(&mut out, 1, "we\"ird\n\u{1}", None);
+        write_upstream_call(&mut out, 42, "eth_call", Some(br#"[ {"to":"0xAB"} , "latest" ]"#));
         assert_eq!(
             out,
-            br#"{"jsonrpc":"2.0","id":1,"method":"we\"ird\n\u0001"}"#
+            br#"{"jsonrpc":"2.0","id":42,"method":"eth_call","params":[ {"to":"0xAB"} , "latest" ]}"#
         );
+        out.clear();
+        write_upstream_call(&mut out, 1, "we\"ird\n\u{1}", None);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":1,"method":"we\"ird\n\u0001"}"#);
+    }
+
+    #[test]
+    fn backoff_is_capped_and_jittered() {
+        let policy = crate::config::RetryPolicy::default();
+        for n in 1..10 {
+            let cap = (120u64 << (n - 1)).min(2000);
+            for _ in 0..50 {
+                assert!(backoff(&policy, n).as_millis() as u64 <= cap);
+            }
+        }
+        let none = crate::config::RetryPolicy {
+            jitter: Jitter::None,
+            ..Default::default()
+        };
+        assert_eq!(backoff(&none, 1), Duration::from_millis(120));
+        assert_eq!(backoff(&none, 6), Duration::from_millis(2000));
     }
 }

@@ -1,9 +1,15 @@
 //! The balancer core: what a call means (method table), where it goes (router), and how its answer is
-//! judged. For now routing is round robin; breakers, scoring and retries land on this seam.
+//! judged: breakers, scoring router, retries, chain view and per-client high-water marks.
 
+pub mod breaker;
+pub mod classify;
 pub mod forward;
+pub mod marks;
 pub mod methods;
 pub mod route;
+pub mod router;
+pub mod state;
+pub mod txhash;
 
-pub use forward::{forward, write_upstream_call, CallOutcome, ProxyError};
+pub use forward::{forward, write_upstream_call, CallOutcome, Caller, ProxyError};
 pub use route::{NetworkRoute, Upstream};

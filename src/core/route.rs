@@ -1,8 +1,14 @@
-//! Per-shard routing state for one network. Round robin over its providers for now; the scoring router
-//! replaces `pick` without changing callers.
+//! Per-shard routing state for one network: this shard's pools to each provider, the static facts routing
+//! needs, and a handle to the network's shared live state.
 
 use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
 
+use super::router::ProviderStatic;
+use super::state::NetworkLive;
+use crate::config::RetryPolicy;
+use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 
 /// One provider as seen by one shard: its name and this shard's pool to it.
@@ -12,51 +18,22 @@ pub struct Upstream {
 }
 
 pub struct NetworkRoute {
+    /// Index of the network in the config (and in the recorder).
+    pub index: usize,
     pub name: String,
     pub upstreams: Vec<Upstream>,
-    /// Overflow providers are only used when no primary exists (until health lands, "usable" = configured).
-    primaries: Vec<usize>,
-    overflow: Vec<usize>,
-    next: Cell<usize>,
+    pub statics: Vec<ProviderStatic>,
+    pub live: Arc<NetworkLive>,
+    pub retry: RetryPolicy,
+    pub recorder: Rc<Recorder>,
+    /// Rotation counter for ties and round robin.
+    pub rotation: Cell<usize>,
 }
 
 impl NetworkRoute {
-    pub fn new(name: String, upstreams: Vec<(Upstream, bool)>) -> Self {
-        let mut primaries = Vec::new();
-        let mut overflow = Vec::new();
-        let upstreams = upstreams
-            .into_iter()
-            .enumerate()
-            .map(|(i, (u, is_overflow))| {
-                if is_overflow {
-                    overflow.push(i);
-                } else {
-                    primaries.push(i);
-                }
-                u
-            })
-            .collect();
-        NetworkRoute {
-            name,
-            upstreams,
-            primaries,
-            overflow,
-            next: Cell::new(0),
-        }
-    }
-
-    /// The next upstream in round-robin order.
-    pub fn pick(&self) -> Option<&Upstream> {
-        let set = if self.primaries.is_empty() {
-            &self.overflow
-        } else {
-            &self.primaries
-        };
-        if set.is_empty() {
-            return None;
-        }
-        let n = self.next.get();
-        self.next.set(n.wrapping_add(1));
-        Some(&self.upstreams[set[n % set.len()]])
+    pub fn next_rotation(&self) -> usize {
+        let r = self.rotation.get();
+        self.rotation.set(r.wrapping_add(1));
+        r
     }
 }

@@ -112,15 +112,10 @@ impl fmt::Display for EnvelopeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EnvelopeError::Parse(m) => write!(f, "Parse error: {m}"),
-            EnvelopeError::NotARequest => {
-                f.write_str("Invalid Request: expected an object or an array")
-            }
+            EnvelopeError::NotARequest => f.write_str("Invalid Request: expected an object or an array"),
             EnvelopeError::EmptyBatch => f.write_str("Invalid Request: empty batch"),
             EnvelopeError::BatchTooLarge { len, max } => {
-                write!(
-                    f,
-                    "Invalid Request: batch of {len} calls exceeds the limit of {max}"
-                )
+                write!(f, "Invalid Request: batch of {len} calls exceeds the limit of {max}")
             }
             EnvelopeError::TooDeep { max } => {
                 write!(f, "Invalid Request: JSON nested deeper than {max} levels")
@@ -180,11 +175,7 @@ impl EnvelopeParser {
                 self.scratch[at] = b'0';
                 self.scratch[at + 1..at + len].fill(b' ');
             }
-            let mut tape: Tape<'_> = self
-                .tape
-                .take()
-                .unwrap_or_else(|| Tape::null().reset())
-                .reset();
+            let mut tape: Tape<'_> = self.tape.take().unwrap_or_else(|| Tape::null().reset()).reset();
             let parsed = simd_json::fill_tape(&mut self.scratch, &mut self.buffers, &mut tape);
             let result = match parsed {
                 Ok(()) => Walker {
@@ -407,9 +398,7 @@ impl<'a> Walker<'a, '_, '_> {
                     note_dup(&mut problem, id.is_some(), KnownKey::Id);
                     id_ok = !matches!(
                         value_node,
-                        Node::Object { .. }
-                            | Node::Array { .. }
-                            | Node::Static(StaticNode::Bool(_))
+                        Node::Object { .. } | Node::Array { .. } | Node::Static(StaticNode::Bool(_))
                     );
                     id = Some(raw);
                 }

@@ -45,13 +45,9 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) if n > max_header_bytes => {
-            return Err(HeadError::TooLarge)
-        }
+        Ok(httparse::Status::Complete(n)) if n > max_header_bytes => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > max_header_bytes => {
-            return Err(HeadError::TooLarge)
-        }
+        Ok(httparse::Status::Partial) if buf.len() > max_header_bytes => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
         Err(_) => return Err(HeadError::Malformed("malformed HTTP request")),
@@ -77,8 +73,7 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
-            let v = parse_content_length(h.value)
-                .ok_or(HeadError::Malformed("invalid Content-Length"))?;
+            let v = parse_content_length(h.value).ok_or(HeadError::Malformed("invalid Content-Length"))?;
             if head.content_length.is_some_and(|l| l != v) {
                 return Err(HeadError::Malformed("conflicting Content-Length headers"));
             }
@@ -109,9 +104,7 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
     }
     // Both framings at once is how requests get smuggled past proxies: refuse.
     if transfer_encoding && head.content_length.is_some() {
-        return Err(HeadError::Malformed(
-            "both Transfer-Encoding and Content-Length",
-        ));
+        return Err(HeadError::Malformed("both Transfer-Encoding and Content-Length"));
     }
     Ok(Some(head))
 }
@@ -122,9 +115,12 @@ mod tests {
 
     #[test]
     fn parses_framing_and_connection() {
-        let h = parse_head(b"POST /net/key?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nOrigin: https://o\r\n\r\nhello", 1024)
-            .unwrap()
-            .unwrap();
+        let h = parse_head(
+            b"POST /net/key?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nOrigin: https://o\r\n\r\nhello",
+            1024,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             (h.method, h.path.as_str(), h.content_length, h.keep_alive),
             (Some(Method::Post), "/net/key", Some(5), true)
@@ -142,33 +138,19 @@ mod tests {
     #[test]
     fn refuses_what_it_must() {
         assert_eq!(
-            parse_head(b"POST / HTTP/1.1\r\nX: y", 1024)
-                .unwrap()
-                .map(|h| h.len),
+            parse_head(b"POST / HTTP/1.1\r\nX: y", 1024).unwrap().map(|h| h.len),
             None
         );
-        assert_eq!(
-            parse_head(&[b'a'; 2000], 1024).unwrap_err(),
-            HeadError::TooLarge
-        );
+        assert_eq!(parse_head(&[b'a'; 2000], 1024).unwrap_err(), HeadError::TooLarge);
         assert!(matches!(
             parse_head(b"\x00\x01 nope\r\n\r\n", 1024),
             Err(HeadError::Malformed(_))
         ));
         let both = b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert!(matches!(
-            parse_head(both, 1024),
-            Err(HeadError::Malformed(_))
-        ));
+        assert!(matches!(parse_head(both, 1024), Err(HeadError::Malformed(_))));
         let gzip = b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
-        assert_eq!(
-            parse_head(gzip, 1024).unwrap_err(),
-            HeadError::UnsupportedEncoding
-        );
+        assert_eq!(parse_head(gzip, 1024).unwrap_err(), HeadError::UnsupportedEncoding);
         let two = b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
-        assert!(matches!(
-            parse_head(two, 1024),
-            Err(HeadError::Malformed(_))
-        ));
+        assert!(matches!(parse_head(two, 1024), Err(HeadError::Malformed(_))));
     }
 }

@@ -8,23 +8,13 @@ pub fn write_answer(out: &mut Vec<u8>, id: &[u8], is_error: bool, value: &[u8]) 
     out.reserve(48 + id.len() + value.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id);
-    out.extend_from_slice(if is_error {
-        br#","error":"#
-    } else {
-        br#","result":"#
-    });
+    out.extend_from_slice(if is_error { br#","error":"# } else { br#","result":"# });
     out.extend_from_slice(value);
     out.push(b'}');
 }
 
 /// An error Prism produced itself. `id` is `None` when the request's id could not be read (→ `null`).
-pub fn write_error(
-    out: &mut Vec<u8>,
-    id: Option<&[u8]>,
-    code: i32,
-    message: &str,
-    data: Option<&[u8]>,
-) {
+pub fn write_error(out: &mut Vec<u8>, id: Option<&[u8]>, code: i32, message: &str, data: Option<&[u8]>) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.unwrap_or(b"null"));
     out.extend_from_slice(br#","error":{"code":"#);
@@ -113,12 +103,12 @@ mod tests {
     fn answer_splices_id_and_value() {
         let mut out = Vec::new();
         write_answer(&mut out, br#""a\u00e9""#, false, br#"{"x" : 1}"#);
-        assert_eq!(
-            out,
-            br#"{"jsonrpc":"2.0","id":"a\u00e9","result":{"x" : 1}}"#
-        );
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":"a\u00e9","result":{"x" : 1}}"#);
         out.clear();
         write_error(&mut out, None, -32700, "Parse error: \"x\"", None);
-        assert_eq!(out, br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: \"x\""}}"#);
+        assert_eq!(
+            out,
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: \"x\""}}"#
+        );
     }
 }

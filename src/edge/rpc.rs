@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use super::envelope::{Call, Envelope, EnvelopeError, EnvelopeParser, Item};
+use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::reply::{write_answer, write_error};
-use crate::core::{forward, CallOutcome, NetworkRoute, ProxyError};
+use crate::core::forward::write_json_str;
+use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
 
 /// JSON-RPC error codes Prism produces itself.
 pub const INVALID_REQUEST: i32 = -32600;
-pub const INTERNAL_ERROR: i32 = -32603;
 
 /// Per-shard state the JSON-RPC path needs.
 pub struct RpcShard {
@@ -26,6 +26,7 @@ pub struct RpcShard {
 pub async fn handle_body(
     shard: &RpcShard,
     route: &NetworkRoute,
+    caller: &Caller,
     body: &[u8],
     deadline: Instant,
 ) -> Option<Vec<u8>> {
@@ -34,21 +35,19 @@ pub async fn handle_body(
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, route, item, deadline, &mut out)
+            handle_item(shard, route, caller, item, deadline, &mut out)
                 .await
                 .then_some(out)
         }
         Ok(Envelope::Batch(items)) => {
             let replies = join_all(items.into_iter().map(|item| async move {
                 let mut out = Vec::new();
-                handle_item(shard, route, item, deadline, &mut out)
+                handle_item(shard, route, caller, item, deadline, &mut out)
                     .await
                     .then_some(out)
             }))
             .await;
-            let mut out = Vec::with_capacity(
-                2 + replies.iter().flatten().map(|r| r.len() + 1).sum::<usize>(),
-            );
+            let mut out = Vec::with_capacity(2 + replies.iter().flatten().map(|r| r.len() + 1).sum::<usize>());
             out.push(b'[');
             for reply in replies.iter().flatten() {
                 if out.len() > 1 {
@@ -73,57 +72,63 @@ fn envelope_error(e: &EnvelopeError) -> Vec<u8> {
 async fn handle_item(
     shard: &RpcShard,
     route: &NetworkRoute,
+    caller: &Caller,
     item: Item<'_>,
     deadline: Instant,
     out: &mut Vec<u8>,
 ) -> bool {
     match item {
         Err(rejected) => {
-            write_error(
-                out,
-                rejected.id,
-                INVALID_REQUEST,
-                &format!("Invalid Request: {}", rejected.why),
-                None,
-            );
+            let message = format!("Invalid Request: {}", rejected.why);
+            write_error(out, rejected.id, INVALID_REQUEST, &message, None);
             true
         }
         Ok(call) => {
-            let outcome = forward(route, &call, deadline, &shard.ids).await;
+            let outcome = forward(route, &call, caller, deadline, &shard.ids).await;
             let Some(id) = call.id else { return false };
-            write_outcome(out, id, &call, outcome);
+            match outcome {
+                CallOutcome::Answer { body, value, is_error } => write_answer(out, id, is_error, &body[value]),
+                CallOutcome::Failed(e) => {
+                    write_error(out, Some(id), e.code(), &e.to_string(), error_data(&e).as_deref())
+                }
+            }
             true
         }
     }
 }
 
-fn write_outcome(out: &mut Vec<u8>, id: &[u8], _call: &Call<'_>, outcome: CallOutcome) {
-    match outcome {
-        CallOutcome::Answer {
-            body,
-            value,
-            is_error,
-        } => write_answer(out, id, is_error, &body[value]),
-        CallOutcome::Failed(e) => {
-            let data = match &e {
-                ProxyError::Transport { provider, .. }
-                | ProxyError::Status { provider, .. }
-                | ProxyError::BadResponse { provider, .. } => {
-                    let mut d = Vec::with_capacity(16 + provider.len());
-                    d.extend_from_slice(br#"{"provider":"#);
-                    crate::core::forward::write_json_str(&mut d, provider);
-                    d.push(b'}');
-                    Some(d)
-                }
-                _ => None,
-            };
-            write_error(
-                out,
-                Some(id),
-                INTERNAL_ERROR,
-                &e.to_string(),
-                data.as_deref(),
-            );
+/// The `data` member of an error Prism makes: what a client can act on, never params or results.
+fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
+    let mut d = Vec::new();
+    match e {
+        ProxyError::AllDown {
+            providers_open,
+            retry_after_ms,
+        } => {
+            d.extend_from_slice(br#"{"providersOpen":"#);
+            d.extend_from_slice(itoa::Buffer::new().format(*providers_open).as_bytes());
+            d.extend_from_slice(br#","retryAfterMs":"#);
+            d.extend_from_slice(itoa::Buffer::new().format(*retry_after_ms).as_bytes());
+            d.push(b'}');
         }
+        ProxyError::WriteOutcomeUnknown { provider, tx_hash } => {
+            d.extend_from_slice(br#"{"provider":"#);
+            write_json_str(&mut d, provider);
+            d.extend_from_slice(br#","txHash":"#);
+            match tx_hash {
+                Some(h) => write_json_str(&mut d, h),
+                None => d.extend_from_slice(b"null"),
+            }
+            d.extend_from_slice(br#","sent":true}"#);
+        }
+        ProxyError::Transport { provider, .. }
+        | ProxyError::Status { provider, .. }
+        | ProxyError::BadResponse { provider, .. } => {
+            d.extend_from_slice(br#"{"provider":"#);
+            write_json_str(&mut d, provider);
+            d.push(b'}');
+        }
+        ProxyError::Unsupported(_) | ProxyError::NotServed(_) => return None,
     }
+    Some(d)
 }

@@ -30,6 +30,8 @@ pub struct EdgeShard {
     pub open_global: Arc<AtomicUsize>,
     /// Open client connections on this shard, for draining.
     pub open_local: Cell<usize>,
+    /// This shard's health samples, shipped to the aggregator.
+    pub recorder: Rc<crate::telemetry::recorder::Recorder>,
 }
 
 const READ_CHUNK: usize = 8 * 1024;
@@ -171,12 +173,7 @@ impl<'s> Connection<'s> {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
             let shutdown = &self.shard.shutdown;
             let read = futures_lite::future::or(
-                async {
-                    Some(
-                        timeout_at(idle_until, self.buf.read_from(&mut self.stream, READ_CHUNK))
-                            .await,
-                    )
-                },
+                async { Some(timeout_at(idle_until, self.buf.read_from(&mut self.stream, READ_CHUNK)).await) },
                 async {
                     shutdown.triggered().await;
                     None
@@ -193,9 +190,7 @@ impl<'s> Connection<'s> {
             match parse_head(self.buf.filled(), limits.max_header_bytes) {
                 Ok(Some(head)) => break head,
                 Ok(None) => self.read_more(client_until).await?,
-                Err(HeadError::TooLarge) => {
-                    return Err(NoRequest::Refuse(431, "Request header fields too large"))
-                }
+                Err(HeadError::TooLarge) => return Err(NoRequest::Refuse(431, "Request header fields too large")),
                 Err(HeadError::Malformed(why)) => return Err(NoRequest::Refuse(400, why)),
                 Err(HeadError::UnsupportedEncoding) => {
                     return Err(NoRequest::Refuse(501, "Unsupported transfer encoding"))
@@ -213,12 +208,8 @@ impl<'s> Connection<'s> {
             loop {
                 match decoder.decode(self.buf.filled(), &mut body) {
                     Ok(used) => self.buf.consume(used),
-                    Err(ChunkError::TooLarge) => {
-                        return Err(NoRequest::Refuse(413, "Request body too large"))
-                    }
-                    Err(ChunkError::Malformed) => {
-                        return Err(NoRequest::Refuse(400, "Malformed chunked body"))
-                    }
+                    Err(ChunkError::TooLarge) => return Err(NoRequest::Refuse(413, "Request body too large")),
+                    Err(ChunkError::Malformed) => return Err(NoRequest::Refuse(400, "Malformed chunked body")),
                 }
                 if decoder.is_done() {
                     break;
@@ -240,10 +231,7 @@ impl<'s> Connection<'s> {
                 self.buf.take_into(len - body.len(), &mut body);
             }
         } else if head.method == Some(Method::Post) {
-            return Err(NoRequest::Refuse(
-                411,
-                "Content-Length or chunked body required",
-            ));
+            return Err(NoRequest::Refuse(411, "Content-Length or chunked body required"));
         }
         Ok((head, body))
     }
@@ -280,13 +268,7 @@ impl<'s> Connection<'s> {
             Some(i) => i,
             None => {
                 let mut b = Vec::new();
-                write_error(
-                    &mut b,
-                    None,
-                    INVALID_REQUEST,
-                    "Unknown path: use /{network}",
-                    None,
-                );
+                write_error(&mut b, None, INVALID_REQUEST, "Unknown path: use /{network}", None);
                 write_http(&mut self.out, 404, &b, &meta(&[]));
                 return self.write_out().await;
             }
@@ -308,14 +290,11 @@ impl<'s> Connection<'s> {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
                 crate::core::forward::write_json_str(&mut b, &self.shard.routes[route].name);
-                b.extend_from_slice(
-                    br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#,
-                );
+                b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
                 write_http(&mut self.out, 200, &b, &meta(&[]));
             }
             Method::Post => {
-                let deadline =
-                    Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
+                let deadline = Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
                 let reply = match self.shard.not_served[route] {
                     Some(why) => {
                         let mut b = Vec::new();
@@ -323,8 +302,8 @@ impl<'s> Connection<'s> {
                         Some(b)
                     }
                     None => {
-                        handle_body(&self.shard.rpc, &self.shard.routes[route], body, deadline)
-                            .await
+                        let caller = crate::core::Caller::default();
+                        handle_body(&self.shard.rpc, &self.shard.routes[route], &caller, body, deadline).await
                     }
                 };
                 match reply {
@@ -334,19 +313,8 @@ impl<'s> Connection<'s> {
             }
             Method::Other => {
                 let mut b = Vec::new();
-                write_error(
-                    &mut b,
-                    None,
-                    INVALID_REQUEST,
-                    "Method not allowed: use POST",
-                    None,
-                );
-                write_http(
-                    &mut self.out,
-                    405,
-                    &b,
-                    &meta(&["Allow: POST, GET, OPTIONS"]),
-                );
+                write_error(&mut b, None, INVALID_REQUEST, "Method not allowed: use POST", None);
+                write_http(&mut self.out, 405, &b, &meta(&["Allow: POST, GET, OPTIONS"]));
             }
         }
         self.write_out().await

@@ -48,11 +48,7 @@ impl ReadBuf {
     }
 
     /// Reads once from `r` into free space (at least `min_spare` bytes of it). Returns bytes read; 0 = EOF.
-    pub async fn read_from<R: AsyncRead + Unpin>(
-        &mut self,
-        r: &mut R,
-        min_spare: usize,
-    ) -> std::io::Result<usize> {
+    pub async fn read_from<R: AsyncRead + Unpin>(&mut self, r: &mut R, min_spare: usize) -> std::io::Result<usize> {
         if self.data.len() - self.end < min_spare {
             if self.start > 0 {
                 self.data.copy_within(self.start..self.end, 0);

@@ -55,19 +55,12 @@ impl ChunkedDecoder {
                     };
                     let line = &input[pos..pos + nl];
                     let line = line.strip_suffix(b"\r").ok_or(ChunkError::Malformed)?;
-                    let hex = line
-                        .split(|b| *b == b';')
-                        .next()
-                        .unwrap_or(&[])
-                        .trim_ascii();
+                    let hex = line.split(|b| *b == b';').next().unwrap_or(&[]).trim_ascii();
                     if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
                         return Err(ChunkError::Malformed);
                     }
-                    let size = usize::from_str_radix(
-                        std::str::from_utf8(hex).map_err(|_| ChunkError::Malformed)?,
-                        16,
-                    )
-                    .map_err(|_| ChunkError::Malformed)?;
+                    let size = usize::from_str_radix(std::str::from_utf8(hex).map_err(|_| ChunkError::Malformed)?, 16)
+                        .map_err(|_| ChunkError::Malformed)?;
                     pos += nl + 1;
                     if size == 0 {
                         self.state = State::Trailers;
@@ -125,8 +118,7 @@ mod tests {
 
     #[test]
     fn decodes_across_arbitrary_splits() {
-        let wire =
-            b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        let wire = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
         for split in 0..wire.len() {
             let mut d = ChunkedDecoder::new(1024);
             let mut out = Vec::new();

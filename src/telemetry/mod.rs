@@ -1,3 +1,8 @@
-//! Telemetry: logging setup now; latency windows, metrics and the status page grow here.
+//! Telemetry: the process clock, latency windows, health snapshots, logging; metrics and the status page
+//! grow here.
 
+pub mod clock;
 pub mod logging;
+pub mod recorder;
+pub mod snapshot;
+pub mod window;

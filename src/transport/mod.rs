@@ -41,9 +41,7 @@ impl TransportError {
         match self {
             TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
             TransportError::Malformed(_) | TransportError::TooLarge => true,
-            TransportError::Unresolved | TransportError::Connect(_) | TransportError::Tls(_) => {
-                false
-            }
+            TransportError::Unresolved | TransportError::Connect(_) | TransportError::Tls(_) => false,
         }
     }
 }

@@ -55,10 +55,8 @@ impl UpstreamPool {
         settings: PoolSettings,
     ) -> Result<Self, TransportError> {
         let tls = if endpoint.scheme.is_tls() {
-            let config =
-                tls_config.ok_or_else(|| TransportError::Tls("no TLS configuration".into()))?;
-            let name = ServerName::try_from(endpoint.host.clone())
-                .map_err(|e| TransportError::Tls(e.to_string()))?;
+            let config = tls_config.ok_or_else(|| TransportError::Tls("no TLS configuration".into()))?;
+            let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| TransportError::Tls(e.to_string()))?;
             Some((TlsConnector::from(config), name))
         } else {
             None
@@ -96,12 +94,7 @@ impl UpstreamPool {
         replay_safe: bool,
     ) -> Result<UpstreamResponse, TransportError> {
         let mut request = Vec::new();
-        super::write_post(
-            &mut request,
-            &self.endpoint.path,
-            &self.endpoint.host_header,
-            body,
-        );
+        super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
         if let Some(conn) = self.checkout() {
             match self.exchange(conn, &request, deadline).await {
                 Ok(resp) => return Ok(resp),
@@ -115,17 +108,13 @@ impl UpstreamPool {
             }
         }
         let conn = self.connect(deadline).await?;
-        self.exchange(conn, &request, deadline)
-            .await
-            .map_err(|(e, _)| e)
+        self.exchange(conn, &request, deadline).await.map_err(|(e, _)| e)
     }
 
     /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
     pub fn sweep(&self, now: Instant) {
         let timeout = self.settings.idle_timeout;
-        self.idle
-            .borrow_mut()
-            .retain(|i| now.duration_since(i.since) < timeout);
+        self.idle.borrow_mut().retain(|i| now.duration_since(i.since) < timeout);
     }
 
     fn checkout(&self) -> Option<Conn> {
@@ -172,12 +161,7 @@ impl UpstreamPool {
                 Ok(resp)
             }
             Ok(Err(e)) => Err((e, written.get())),
-            Err(_) => Err((
-                TransportError::Timeout {
-                    sent: written.get(),
-                },
-                written.get(),
-            )),
+            Err(_) => Err((TransportError::Timeout { sent: written.get() }, written.get())),
         }
     }
 

@@ -7,9 +7,7 @@ pub fn write_post(out: &mut Vec<u8>, path: &str, host_header: &str, body: &[u8])
     out.extend_from_slice(path.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(host_header.as_bytes());
-    out.extend_from_slice(
-        b"\r\nContent-Type: application/json\r\nAccept: application/json\r\nUser-Agent: prism/",
-    );
+    out.extend_from_slice(b"\r\nContent-Type: application/json\r\nAccept: application/json\r\nUser-Agent: prism/");
     out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     out.extend_from_slice(b"\r\nContent-Length: ");
     out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());

@@ -24,10 +24,7 @@ enum Framing {
 }
 
 /// Reads one response. `Reset { sent: true }` if the peer closed before a complete response.
-pub async fn read_response(
-    conn: &mut Conn,
-    max_body: usize,
-) -> Result<UpstreamResponse, TransportError> {
+pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamResponse, TransportError> {
     loop {
         let (status, head_len, framing, keep_alive) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -41,20 +38,16 @@ pub async fn read_response(
                     let mut keep_alive = !http10;
                     for h in resp.headers.iter() {
                         if h.name.eq_ignore_ascii_case("content-length") {
-                            let v = parse_content_length(h.value)
-                                .ok_or(TransportError::Malformed("bad content-length"))?;
+                            let v =
+                                parse_content_length(h.value).ok_or(TransportError::Malformed("bad content-length"))?;
                             if length.is_some_and(|l| l != v) {
-                                return Err(TransportError::Malformed(
-                                    "conflicting content-length",
-                                ));
+                                return Err(TransportError::Malformed("conflicting content-length"));
                             }
                             length = Some(v);
                         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                             chunked = has_token(h.value, "chunked");
                             if !chunked {
-                                return Err(TransportError::Malformed(
-                                    "unsupported transfer-encoding",
-                                ));
+                                return Err(TransportError::Malformed("unsupported transfer-encoding"));
                             }
                         } else if h.name.eq_ignore_ascii_case("connection") {
                             if has_token(h.value, "close") {
@@ -64,8 +57,7 @@ pub async fn read_response(
                             }
                         }
                     }
-                    let framing = if (100..200).contains(&status) || status == 204 || status == 304
-                    {
+                    let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
                         Framing::Length(0)
                     } else if chunked {
                         Framing::Chunked
@@ -107,15 +99,10 @@ pub async fn read_response(
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::new(max_body);
                 loop {
-                    let used =
-                        decoder
-                            .decode(conn.buf.filled(), &mut body)
-                            .map_err(|e| match e {
-                                crate::http1::ChunkError::TooLarge => TransportError::TooLarge,
-                                crate::http1::ChunkError::Malformed => {
-                                    TransportError::Malformed("bad chunked encoding")
-                                }
-                            })?;
+                    let used = decoder.decode(conn.buf.filled(), &mut body).map_err(|e| match e {
+                        crate::http1::ChunkError::TooLarge => TransportError::TooLarge,
+                        crate::http1::ChunkError::Malformed => TransportError::Malformed("bad chunked encoding"),
+                    })?;
                     conn.buf.consume(used);
                     if decoder.is_done() {
                         break;
@@ -144,11 +131,7 @@ pub async fn read_response(
             reusable = false;
         }
         conn.buf.shrink_to(64 * 1024);
-        return Ok(UpstreamResponse {
-            status,
-            body,
-            reusable,
-        });
+        return Ok(UpstreamResponse { status, body, reusable });
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use crate::jsonscan::{skip_string, skip_value, skip_ws};
+
 /// What a valid single JSON-RPC response carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RpcAnswer {
@@ -81,73 +83,6 @@ fn id_matches(raw: &[u8], expected: u64) -> bool {
     digits == itoa::Buffer::new().format(expected).as_bytes()
 }
 
-fn skip_ws(b: &[u8], mut p: usize) -> usize {
-    while p < b.len() && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
-        p += 1;
-    }
-    p
-}
-
-/// End (exclusive) of the string starting at `p`.
-fn skip_string(b: &[u8], p: usize) -> Option<usize> {
-    if b.get(p) != Some(&b'"') {
-        return None;
-    }
-    let mut i = p + 1;
-    loop {
-        let off = memchr::memchr2(b'"', b'\\', &b[i..])?;
-        i += off;
-        if b[i] == b'\\' {
-            i += 2;
-        } else {
-            return Some(i + 1);
-        }
-    }
-}
-
-/// End (exclusive) of the JSON value starting at `p`. Containers are matched with string awareness;
-/// scalars run to the next delimiter.
-fn skip_value(b: &[u8], p: usize) -> Option<usize> {
-    match *b.get(p)? {
-        b'"' => skip_string(b, p),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = p;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
-        _ => {
-            let end = b[p..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .map_or(b.len(), |o| p + o);
-            let token = &b[p..end];
-            let ok = matches!(token, b"true" | b"false" | b"null")
-                || (!token.is_empty()
-                    && token
-                        .iter()
-                        .all(|c| c.is_ascii_digit() || b"+-.eE".contains(c)));
-            ok.then_some(end)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,18 +96,12 @@ mod tests {
         let body = br#" {"error" : {"code":-32000,"message":"execution reverted"} , "id":"9", "jsonrpc":"2.0"} "#;
         let a = check_response(body, 9).unwrap();
         assert!(a.is_error);
-        assert_eq!(
-            &body[a.value],
-            br#"{"code":-32000,"message":"execution reverted"}"#
-        );
+        assert_eq!(&body[a.value], br#"{"code":-32000,"message":"execution reverted"}"#);
     }
 
     #[test]
     fn rejects_bad_bodies() {
-        assert_eq!(
-            check_response(b"<html>", 1),
-            Err(InvalidResponse::NotAnObject)
-        );
+        assert_eq!(check_response(b"<html>", 1), Err(InvalidResponse::NotAnObject));
         assert_eq!(
             check_response(br#"{"id":1,"result":"0x1"#, 1),
             Err(InvalidResponse::Malformed)
@@ -181,10 +110,7 @@ mod tests {
             check_response(br#"{"id":2,"result":"0x1"}"#, 1),
             Err(InvalidResponse::WrongId)
         );
-        assert_eq!(
-            check_response(br#"{"id":1}"#, 1),
-            Err(InvalidResponse::NoResult)
-        );
+        assert_eq!(check_response(br#"{"id":1}"#, 1), Err(InvalidResponse::NoResult));
         assert_eq!(
             check_response(br#"{"id":1,"result":nul}"#, 1),
             Err(InvalidResponse::Malformed)

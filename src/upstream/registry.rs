@@ -16,6 +16,7 @@ pub struct ProviderSpec {
     pub region: Option<String>,
     pub weight: f64,
     pub overflow: bool,
+    pub quota_rps: Option<u32>,
     pub role: Option<ProviderRole>,
 }
 
@@ -63,6 +64,7 @@ impl Registry {
                             region: p.region.clone(),
                             weight: p.weight,
                             overflow: p.overflow,
+                            quota_rps: p.quota_rps,
                             role: p.role,
                         }
                     })

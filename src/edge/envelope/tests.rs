@@ -58,24 +58,15 @@ fn escaped_method_is_unescaped() {
 fn invalid_requests() {
     let cases = [
         (r#"{"method":"m","id":1}"#, Invalid::MissingVersion),
-        (
-            r#"{"jsonrpc":"1.0","method":"m","id":1}"#,
-            Invalid::BadVersion,
-        ),
+        (r#"{"jsonrpc":"1.0","method":"m","id":1}"#, Invalid::BadVersion),
         (r#"{"jsonrpc":"2.0","id":1}"#, Invalid::MissingMethod),
-        (
-            r#"{"jsonrpc":"2.0","method":1,"id":1}"#,
-            Invalid::MethodNotString,
-        ),
+        (r#"{"jsonrpc":"2.0","method":1,"id":1}"#, Invalid::MethodNotString),
         (
             r#"{"jsonrpc":"2.0","method":"m","params":"x","id":1}"#,
             Invalid::BadParams,
         ),
         (r#"{"jsonrpc":"2.0","method":"m","id":[1]}"#, Invalid::BadId),
-        (
-            r#"{"jsonrpc":"2.0","method":"m","id":true}"#,
-            Invalid::BadId,
-        ),
+        (r#"{"jsonrpc":"2.0","method":"m","id":true}"#, Invalid::BadId),
         (
             r#"{"jsonrpc":"2.0","method":"a","method":"b","id":1}"#,
             Invalid::DuplicateKey(KnownKey::Method),
@@ -129,23 +120,11 @@ fn batches_keep_order_and_reject_items() {
 fn whole_body_errors() {
     let mut p = parser();
     assert_eq!(p.parse(b"[]").unwrap_err(), EnvelopeError::EmptyBatch);
-    assert!(matches!(
-        p.parse(b"{").unwrap_err(),
-        EnvelopeError::Parse(_)
-    ));
+    assert!(matches!(p.parse(b"{").unwrap_err(), EnvelopeError::Parse(_)));
     assert!(matches!(p.parse(b"").unwrap_err(), EnvelopeError::Parse(_)));
-    assert!(matches!(
-        p.parse(b"nope").unwrap_err(),
-        EnvelopeError::Parse(_)
-    ));
-    assert!(matches!(
-        p.parse(b"{\"a\":1} x").unwrap_err(),
-        EnvelopeError::Parse(_)
-    ));
-    assert!(matches!(
-        p.parse(b"\xff").unwrap_err(),
-        EnvelopeError::Parse(_)
-    ));
+    assert!(matches!(p.parse(b"nope").unwrap_err(), EnvelopeError::Parse(_)));
+    assert!(matches!(p.parse(b"{\"a\":1} x").unwrap_err(), EnvelopeError::Parse(_)));
+    assert!(matches!(p.parse(b"\xff").unwrap_err(), EnvelopeError::Parse(_)));
     assert_eq!(p.parse(b"1").unwrap_err(), EnvelopeError::NotARequest);
     assert_eq!(
         p.parse(b"[1,1,1,1,1,1]").unwrap_err(),
@@ -156,15 +135,9 @@ fn whole_body_errors() {
         "[".repeat(8),
         "]".repeat(8)
     );
-    assert_eq!(
-        p.parse(deep.as_bytes()).unwrap_err(),
-        EnvelopeError::TooDeep { max: 8 }
-    );
+    assert_eq!(p.parse(deep.as_bytes()).unwrap_err(), EnvelopeError::TooDeep { max: 8 });
     // Brackets inside strings do not count.
-    let fine = format!(
-        r#"{{"jsonrpc":"2.0","method":"m","params":["{}"]}}"#,
-        "[".repeat(50)
-    );
+    let fine = format!(r#"{{"jsonrpc":"2.0","method":"m","params":["{}"]}}"#, "[".repeat(50));
     assert!(p.parse(fine.as_bytes()).is_ok());
 }
 

@@ -1,0 +1,69 @@
+//! Per-client high-water marks: the greatest block height Prism has returned to a client. Exact across
+//! shards with `fetch_max`. Per API key always; per session when the client sends `x-prism-session`.
+//!
+//! Sessions hash into a fixed table: two sessions sharing a slot share a mark, which can only make the
+//! mark higher than needed (a provider excluded a little longer), never let the chain go backwards.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Slots in the session table.
+const SESSION_SLOTS: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkKey {
+    /// Index of the API key (0 when the endpoint is open).
+    Key(usize),
+    /// Hash of the session header value.
+    Session(u64),
+}
+
+pub struct Marks {
+    keys: Box<[AtomicU64]>,
+    sessions: Box<[AtomicU64]>,
+}
+
+impl Marks {
+    /// `keys` = number of configured API keys; index 0..keys, plus one for "no key".
+    pub fn new(keys: usize) -> Self {
+        Marks {
+            keys: (0..=keys).map(|_| AtomicU64::new(0)).collect(),
+            sessions: (0..SESSION_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn slot(&self, k: MarkKey) -> &AtomicU64 {
+        match k {
+            MarkKey::Key(i) => &self.keys[i.min(self.keys.len() - 1)],
+            MarkKey::Session(h) => &self.sessions[(h as usize) % SESSION_SLOTS],
+        }
+    }
+
+    pub fn get(&self, k: MarkKey) -> u64 {
+        self.slot(k).load(Ordering::Acquire)
+    }
+
+    pub fn raise(&self, k: MarkKey, height: u64) {
+        self.slot(k).fetch_max(height, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_only_rise() {
+        let m = Marks::new(2);
+        m.raise(MarkKey::Key(1), 10);
+        m.raise(MarkKey::Key(1), 7);
+        assert_eq!(m.get(MarkKey::Key(1)), 10);
+        assert_eq!(m.get(MarkKey::Key(0)), 0);
+        m.raise(MarkKey::Session(42), 5);
+        assert_eq!(m.get(MarkKey::Session(42)), 5);
+        assert_eq!(
+            m.get(MarkKey::Session(42 + SESSION_SLOTS as u64)),
+            5,
+            "collisions share, conservatively"
+        );
+    }
+}

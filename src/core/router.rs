@@ -1,0 +1,225 @@
+//! Choosing a provider for one attempt.
+//!
+//! `score(p) = w_latency·norm(p50) + w_error·error_rate_5m + w_quota·quota_burn + w_affinity·region_distance`
+//! over providers whose breaker is closed (and that are not drifted, parked, on the wrong chain, below the
+//! client's high-water mark, or already tried by this request), divided by the provider's `weight`.
+//! Lower is better. Round robin, random and weighted use the same candidate set and the same function with
+//! latency weight zero. Overflow providers, and providers past their quota, are used only when nothing
+//! else is usable.
+
+use std::sync::atomic::Ordering;
+
+use super::breaker::BreakerState;
+use super::methods::Family;
+use super::state::NetworkLive;
+use crate::config::{Strategy, Weights};
+use crate::telemetry::snapshot::NetworkHealth;
+
+/// What routing knows about a provider from config.
+#[derive(Debug, Clone)]
+pub struct ProviderStatic {
+    pub weight: f64,
+    pub overflow: bool,
+    /// 0 = same region as this node (or unknown), 1 = elsewhere.
+    pub region_distance: f64,
+    pub quota_rps: Option<f64>,
+}
+
+/// One routing question.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    pub family: Family,
+    pub strategy: Strategy,
+    pub weights: Weights,
+    /// Providers whose head is below this are avoided (the client's high-water mark, less tolerance).
+    pub min_head: u64,
+    /// Data was unavailable at a provider: prefer the deepest head.
+    pub prefer_deeper: bool,
+    /// Bit i set = provider i already tried by this request.
+    pub exclude: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Choice {
+    Provider(usize),
+    /// Nothing usable. `open` breakers, and when one may be usable again.
+    AllDown {
+        open: usize,
+        retry_after_ms: u64,
+    },
+    /// Everything usable has been tried already.
+    Exhausted,
+}
+
+/// Ties within this score distance share traffic in rotation instead of all going to one.
+const TIE: f64 = 0.02;
+
+/// Picks a provider. `rotation` and `dice` (0..1) come from the shard, so this stays a pure function.
+pub fn choose(
+    statics: &[ProviderStatic],
+    live: &NetworkLive,
+    health: &NetworkHealth,
+    ask: &Ask,
+    now_ms: u64,
+    rotation: usize,
+    dice: f64,
+) -> Choice {
+    // Tier 0: primaries within quota; tier 1: overflow or over quota. Fixed-size scratch, no allocation.
+    let mut cand = [0usize; 64];
+    let mut tier = [0u8; 64];
+    let mut n = 0;
+    let mut any_unexcluded = false;
+    for (i, s) in statics.iter().enumerate().take(64) {
+        if ask.exclude & (1 << i) != 0 {
+            continue;
+        }
+        any_unexcluded = true;
+        let p = &live.providers[i];
+        if !live.admissible(i) || !p.breaker.is_closed() || p.is_parked(now_ms) {
+            continue;
+        }
+        let burn = quota_burn(s, health, i);
+        cand[n] = i;
+        tier[n] = u8::from(s.overflow || burn >= 1.0);
+        n += 1;
+    }
+    if n == 0 {
+        if !any_unexcluded {
+            return Choice::Exhausted;
+        }
+        return all_down(live, now_ms);
+    }
+    let best_tier = tier[..n].iter().copied().min().unwrap_or(0);
+    let mut m = 0;
+    for k in 0..n {
+        if tier[k] == best_tier {
+            cand[m] = cand[k];
+            m += 1;
+        }
+    }
+    // The client's high-water mark: keep providers at or above it; if none is, keep the deepest.
+    if ask.min_head > 0 || ask.prefer_deeper {
+        let head = |i: usize| live.providers[i].head.load(Ordering::Relaxed);
+        let deepest = cand[..m].iter().map(|&i| head(i)).max().unwrap_or(0);
+        let floor = if ask.prefer_deeper {
+            deepest
+        } else {
+            ask.min_head.min(deepest)
+        };
+        let mut k = 0;
+        for j in 0..m {
+            if head(cand[j]) >= floor {
+                cand[k] = cand[j];
+                k += 1;
+            }
+        }
+        m = k;
+    }
+    let cand = &cand[..m];
+    match ask.strategy {
+        Strategy::RoundRobin => Choice::Provider(cand[rotation % m]),
+        Strategy::Random => Choice::Provider(cand[((dice * m as f64) as usize).min(m - 1)]),
+        Strategy::Weighted => {
+            let w = Weights {
+                latency: 0.0,
+                ..ask.weights
+            };
+            let mut weights = [0f64; 64];
+            let mut total = 0.0;
+            for (k, &i) in cand.iter().enumerate() {
+                let s = score(statics, health, &w, ask.family, i, 1.0);
+                weights[k] = statics[i].weight / (1.0 + s);
+                total += weights[k];
+            }
+            let mut target = dice * total;
+            for (k, &i) in cand.iter().enumerate() {
+                if target < weights[k] {
+                    return Choice::Provider(i);
+                }
+                target -= weights[k];
+            }
+            Choice::Provider(cand[m - 1])
+        }
+        Strategy::Score => {
+            let max_p50 = cand
+                .iter()
+                .map(|&i| health.providers.get(i).map_or(0, |h| h.figures(ask.family).p50_us))
+                .max()
+                .unwrap_or(0)
+                .max(1) as f64;
+            let mut scores = [0f64; 64];
+            let mut best = f64::INFINITY;
+            for (k, &i) in cand.iter().enumerate() {
+                scores[k] = score(statics, health, &ask.weights, ask.family, i, max_p50) / statics[i].weight;
+                best = best.min(scores[k]);
+            }
+            let ties = scores[..m].iter().filter(|&&s| s <= best + TIE).count();
+            let nth = rotation % ties;
+            let mut seen = 0;
+            for (k, &i) in cand.iter().enumerate() {
+                if scores[k] <= best + TIE {
+                    if seen == nth {
+                        return Choice::Provider(i);
+                    }
+                    seen += 1;
+                }
+            }
+            Choice::Provider(cand[0])
+        }
+    }
+}
+
+fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: usize) -> f64 {
+    match (s.quota_rps, health.providers.get(i)) {
+        (Some(q), Some(h)) if q > 0.0 => h.recent_rps / q,
+        _ => 0.0,
+    }
+}
+
+fn score(
+    statics: &[ProviderStatic],
+    health: &NetworkHealth,
+    w: &Weights,
+    family: Family,
+    i: usize,
+    max_p50: f64,
+) -> f64 {
+    let (p50, err) = health.providers.get(i).map_or((0.0, 0.0), |h| {
+        (h.figures(family).p50_us as f64, h.figures(family).error_rate())
+    });
+    w.latency * (p50 / max_p50)
+        + w.error * err
+        + w.quota * quota_burn(&statics[i], health, i).min(1.0)
+        + w.affinity * statics[i].region_distance
+}
+
+/// The all-down answer: how many breakers are open and when the first may be usable.
+fn all_down(live: &NetworkLive, now_ms: u64) -> Choice {
+    let mut open = 0;
+    let mut retry_after = u64::MAX;
+    for p in live.providers.iter() {
+        match p.breaker.state(now_ms) {
+            BreakerState::Closed => {
+                let parked = p.parked_until_ms.load(Ordering::Relaxed);
+                if parked > now_ms {
+                    retry_after = retry_after.min(parked - now_ms);
+                }
+            }
+            BreakerState::Open { retry_in_ms } => {
+                open += 1;
+                retry_after = retry_after.min(retry_in_ms);
+            }
+            BreakerState::ProbeDue | BreakerState::HalfOpen => {
+                open += 1;
+                retry_after = retry_after.min(1000);
+            }
+        }
+    }
+    Choice::AllDown {
+        open,
+        retry_after_ms: if retry_after == u64::MAX { 1000 } else { retry_after },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+use super::*;
+use crate::config::{BreakerPolicy, Network, NetworkKind, Provider};
+use crate::core::state::ChainCheck;
+use crate::telemetry::snapshot::ProviderHealth;
+use std::sync::Arc;
+
+fn network(n: usize) -> Network {
+    Network {
+        name: "t".into(),
+        kind: NetworkKind::Evm,
+        chain_id: None,
+        probe_interval_ms: 1000,
+        max_drift_blocks: 10,
+        hwm_tolerance_blocks: 2,
+        delegation_program: None,
+        default_er: None,
+        providers: (0..n)
+            .map(|i| Provider {
+                name: format!("p{i}"),
+                url: format!("http://127.0.0.1:{}", 1000 + i),
+                ws_url: None,
+                region: None,
+                weight: 1.0,
+                quota_rps: None,
+                overflow: false,
+                role: None,
+                identity: None,
+            })
+            .collect(),
+    }
+}
+
+fn statics(n: usize) -> Vec<ProviderStatic> {
+    (0..n)
+        .map(|_| ProviderStatic {
+            weight: 1.0,
+            overflow: false,
+            region_distance: 0.0,
+            quota_rps: None,
+        })
+        .collect()
+}
+
+fn health(p50s: &[u64], errors: &[(u64, u64)]) -> NetworkHealth {
+    NetworkHealth {
+        providers: p50s
+            .iter()
+            .zip(errors)
+            .map(|(&p50, &(calls, failures))| {
+                let mut h = ProviderHealth::default();
+                h.overall.p50_us = p50;
+                h.overall.calls = calls;
+                h.overall.failures = failures;
+                h
+            })
+            .collect(),
+        built_at_ms: 0,
+    }
+}
+
+fn ask() -> Ask {
+    Ask {
+        family: Family::Light,
+        strategy: Strategy::Score,
+        weights: Weights::default(),
+        min_head: 0,
+        prefer_deeper: false,
+        exclude: 0,
+    }
+}
+
+fn live(n: usize) -> Arc<NetworkLive> {
+    NetworkLive::new(&network(n), &BreakerPolicy::default(), 0)
+}
+
+#[test]
+fn score_prefers_fast_and_healthy() {
+    let l = live(3);
+    let h = health(&[40_000, 10_000, 12_000], &[(100, 0), (100, 50), (100, 0)]);
+    // p1 is fastest but fails half its calls; p2 wins.
+    for r in 0..10 {
+        assert_eq!(choose(&statics(3), &l, &h, &ask(), 1, r, 0.5), Choice::Provider(2));
+    }
+}
+
+#[test]
+fn near_ties_share_traffic() {
+    let l = live(3);
+    let h = health(&[10_000, 10_100, 50_000], &[(1, 0), (1, 0), (1, 0)]);
+    let picks: Vec<_> = (0..4).map(|r| choose(&statics(3), &l, &h, &ask(), 1, r, 0.5)).collect();
+    assert!(picks.contains(&Choice::Provider(0)) && picks.contains(&Choice::Provider(1)));
+    assert!(!picks.contains(&Choice::Provider(2)));
+}
+
+#[test]
+fn open_breakers_drift_and_exclusions_are_skipped() {
+    let l = live(3);
+    let h = health(&[1, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
+    for t in 0..5 {
+        l.providers[0].breaker.on_failure(t);
+    }
+    l.providers[1].drifted.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in 0..5 {
+        assert_eq!(choose(&statics(3), &l, &h, &ask(), 10, r, 0.3), Choice::Provider(2));
+    }
+    let a = Ask {
+        exclude: 1 << 2,
+        ..ask()
+    };
+    match choose(&statics(3), &l, &h, &a, 10, 0, 0.3) {
+        Choice::AllDown { open, retry_after_ms } => {
+            assert_eq!(open, 1);
+            assert_eq!(retry_after_ms, 15_000 - 6);
+        }
+        other => panic!("{other:?}"),
+    }
+    let a = Ask {
+        exclude: 0b111,
+        ..ask()
+    };
+    assert_eq!(choose(&statics(3), &l, &h, &a, 10, 0, 0.3), Choice::Exhausted);
+}
+
+#[test]
+fn overflow_only_when_nothing_else() {
+    let l = live(2);
+    let mut s = statics(2);
+    s[0].overflow = true;
+    let h = health(&[1, 100_000], &[(0, 0), (0, 0)]);
+    assert_eq!(choose(&s, &l, &h, &ask(), 1, 0, 0.0), Choice::Provider(1));
+    l.providers[1].park_until(1_000);
+    assert_eq!(choose(&s, &l, &h, &ask(), 1, 0, 0.0), Choice::Provider(0));
+}
+
+#[test]
+fn high_water_mark_keeps_deep_providers() {
+    let l = live(3);
+    l.observe_head(0, 100);
+    l.observe_head(1, 98);
+    l.observe_head(2, 90);
+    let h = health(&[50, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
+    let a = Ask { min_head: 99, ..ask() };
+    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(0));
+    // Nobody reaches the mark: the deepest is used.
+    let a = Ask { min_head: 500, ..ask() };
+    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(0));
+    let a = Ask {
+        prefer_deeper: true,
+        exclude: 1,
+        ..ask()
+    };
+    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(1));
+}
+
+#[test]
+fn strategies_use_the_same_candidates() {
+    let l = live(3);
+    l.providers[2].set_chain(ChainCheck::Wrong);
+    let h = health(&[1, 1000, 1], &[(0, 0), (0, 0), (0, 0)]);
+    let rr = Ask {
+        strategy: Strategy::RoundRobin,
+        ..ask()
+    };
+    let picks: Vec<_> = (0..4).map(|r| choose(&statics(3), &l, &h, &rr, 1, r, 0.0)).collect();
+    assert_eq!(
+        picks,
+        vec![
+            Choice::Provider(0),
+            Choice::Provider(1),
+            Choice::Provider(0),
+            Choice::Provider(1)
+        ]
+    );
+    let random = Ask {
+        strategy: Strategy::Random,
+        ..ask()
+    };
+    assert_eq!(choose(&statics(3), &l, &h, &random, 1, 0, 0.99), Choice::Provider(1));
+    let weighted = Ask {
+        strategy: Strategy::Weighted,
+        ..ask()
+    };
+    let mut s = statics(3);
+    s[0].weight = 3.0;
+    let zeros = (0..1000)
+        .filter(|k| choose(&s, &l, &h, &weighted, 1, 0, *k as f64 / 1000.0) == Choice::Provider(0))
+        .count();
+    assert!((700..=800).contains(&zeros), "{zeros}");
+}

@@ -1,0 +1,64 @@
+//! The immutable health snapshot the aggregator publishes and every shard reads without locks.
+
+use crate::core::methods::Family;
+
+/// Rolling figures for one provider in one latency family (or overall).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Figures {
+    /// Rolling p50 / p99 over the window, microseconds (0 = no samples).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// Calls in the window and those that failed (provider's fault).
+    pub calls: u64,
+    pub failures: u64,
+}
+
+impl Figures {
+    pub fn error_rate(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.failures as f64 / self.calls as f64
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ProviderHealth {
+    pub overall: Figures,
+    pub by_family: [Figures; Family::ALL.len()],
+    /// Recent request rate (calls per second over the last few seconds), for quota burn.
+    pub recent_rps: f64,
+    /// Throttled answers in the window (not failures).
+    pub throttled: u64,
+    /// Share of this network's calls in the window, 0..1.
+    pub share: f64,
+}
+
+impl ProviderHealth {
+    /// Figures for a family, falling back to overall when the family has no samples yet.
+    pub fn figures(&self, family: Family) -> &Figures {
+        let f = &self.by_family[family as usize];
+        if f.calls == 0 {
+            &self.overall
+        } else {
+            f
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NetworkHealth {
+    pub providers: Vec<ProviderHealth>,
+    /// When the aggregator built this, ms on the process clock.
+    pub built_at_ms: u64,
+}
+
+impl NetworkHealth {
+    pub fn empty(providers: usize) -> Self {
+        NetworkHealth {
+            providers: vec![ProviderHealth::default(); providers],
+            built_at_ms: 0,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The health prober: independent of traffic, every provider is asked `eth_blockNumber` every
+//! `probe_interval_ms` (and `eth_chainId` until it matches the configured chain). Each provider is probed
+//! by exactly one shard, so probe load does not grow with cores. Probes feed latency, breakers (the single
+//! half-open probe is one of these) and heads, then re-evaluate drift for the pool.
+
+use std::time::{Duration, Instant};
+
+use crate::core::breaker::{BreakerState, Transition};
+use crate::core::methods::Family;
+use crate::core::route::NetworkRoute;
+use crate::core::state::ChainCheck;
+use crate::jsonscan::hex_quantity;
+use crate::runtime::Shutdown;
+use crate::telemetry::clock::now_ms;
+use crate::telemetry::recorder::Outcome;
+use crate::transport::validate::check_response;
+
+/// Longest a probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
+pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shutdown: &Shutdown) {
+    let mut id: u64 = 1 << 60; // far from request ids
+    while !shutdown.is_triggered() {
+        let started = Instant::now();
+        if route.live.chain_id.is_some() && route.live.providers[i].chain() != ChainCheck::Ok {
+            id += 1;
+            check_chain(route, i, id).await;
+        }
+        id += 1;
+        probe_head(route, i, id).await;
+        let next = started + interval;
+        let wait = futures_lite::future::or(
+            async {
+                crate::runtime::sleep(next.saturating_duration_since(Instant::now())).await;
+            },
+            shutdown.triggered(),
+        );
+        wait.await;
+    }
+}
+
+async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Option<Vec<u8>> {
+    let mut body = Vec::with_capacity(64);
+    crate::core::write_upstream_call(&mut body, id, method, Some(b"[]"));
+    let resp = route.upstreams[i]
+        .pool
+        .post(&body, Instant::now() + PROBE_TIMEOUT, true)
+        .await
+        .ok()?;
+    if !(200..300).contains(&resp.status) {
+        return None;
+    }
+    let answer = check_response(&resp.body, id).ok()?;
+    if answer.is_error {
+        return None;
+    }
+    Some(resp.body[answer.value].to_vec())
+}
+
+async fn check_chain(route: &NetworkRoute, i: usize, id: u64) {
+    let Some(expected) = route.live.chain_id else { return };
+    let Some(result) = call(route, i, id, "eth_chainId").await else {
+        return;
+    };
+    let p = &route.live.providers[i];
+    let name = &route.upstreams[i].name;
+    match hex_quantity(&result) {
+        Some(got) if got == expected => {
+            p.set_chain(ChainCheck::Ok);
+            tracing::info!(network = %route.name, provider = %name, chain_id = got, "chain id verified");
+        }
+        got => {
+            if p.chain() != ChainCheck::Wrong {
+                tracing::error!(network = %route.name, provider = %name, expected, got = ?got, "provider serves another chain; excluded");
+            }
+            p.set_chain(ChainCheck::Wrong);
+        }
+    }
+}
+
+async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
+    let p = &route.live.providers[i];
+    let name = &route.upstreams[i].name;
+    let now = now_ms();
+    let is_probe = match p.breaker.state(now) {
+        BreakerState::Closed => false,
+        BreakerState::ProbeDue if p.breaker.try_probe(now) => true,
+        _ => return, // cooling down, or another shard holds the half-open probe
+    };
+    let started = Instant::now();
+    let result = call(route, i, id, "eth_blockNumber").await;
+    let latency_us = started.elapsed().as_micros() as u64;
+    let now = now_ms();
+    match result.as_deref().and_then(hex_quantity) {
+        Some(head) => {
+            route
+                .recorder
+                .record(route.index, i, Family::Light, latency_us, Outcome::Ok);
+            if p.breaker.on_success(now) == Transition::Closed {
+                tracing::warn!(network = %route.name, provider = %name, "breaker closed: probe succeeded");
+            }
+            p.head.store(head, std::sync::atomic::Ordering::Release);
+            route.live.observe_head(i, head);
+            for (k, drifted) in route.live.update_drift() {
+                let who = &route.upstreams[k].name;
+                if drifted {
+                    tracing::warn!(network = %route.name, provider = %who, best = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed), "provider drifted behind the pool; excluded");
+                } else {
+                    tracing::warn!(network = %route.name, provider = %who, "provider caught up; back in the pool");
+                }
+            }
+        }
+        None => {
+            route
+                .recorder
+                .record(route.index, i, Family::Light, latency_us, Outcome::Failed);
+            match p.breaker.on_failure(now) {
+                Transition::Opened => {
+                    tracing::warn!(network = %route.name, provider = %name, "breaker opened by probes")
+                }
+                Transition::Reopened { cooldown_ms } => {
+                    tracing::warn!(network = %route.name, provider = %name, cooldown_ms, "half-open probe failed; breaker reopened")
+                }
+                _ if is_probe => p.breaker.on_inconclusive(now),
+                _ => {}
+            }
+        }
+    }
+}
