@@ -13,11 +13,14 @@ use crate::config::{Config, NetworkKind};
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::{NetworkRoute, Upstream};
+use crate::edge::admin::AdminView;
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
+use crate::edge::keys::KeyRing;
 use crate::edge::rpc::RpcShard;
 use crate::edge::{serve as serve_edge, EdgeShard};
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
+use crate::telemetry::metrics::ShardMetrics;
 use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
@@ -68,6 +71,19 @@ pub fn serve(
         .collect();
     let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let keys = Arc::new(KeyRing::from_config(&config));
+    let provider_counts: Vec<usize> = config.networks.iter().map(|n| n.providers.len()).collect();
+    let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
+        .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
+        .collect();
+    let view = Arc::new(AdminView {
+        config: config.clone(),
+        lives: lives.clone(),
+        metrics: metrics.clone(),
+        keys: keys.clone(),
+        open_connections: open_global.clone(),
+        started: Instant::now(),
+    });
     let shard_gate = gate.clone();
     let shard_lives = lives.clone();
 
@@ -86,6 +102,9 @@ pub fn serve(
                     to_aggregator: to_aggregator.clone(),
                     gate: shard_gate.clone(),
                     shards,
+                    keys: keys.clone(),
+                    metrics: metrics[id.min(metrics.len() - 1)].clone(),
+                    admin: (id == 0).then(|| view.clone()),
                 };
                 async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
             })
@@ -127,6 +146,10 @@ struct Shared {
     /// Opened by the main thread once providers' chain ids are checked (or the wait ran out).
     gate: Arc<std::sync::atomic::AtomicBool>,
     shards: usize,
+    keys: Arc<KeyRing>,
+    metrics: Arc<ShardMetrics>,
+    /// Shard 0 serves the admin endpoints.
+    admin: Option<Arc<AdminView>>,
 }
 
 /// Gives the probers a moment to verify chain ids before clients arrive, so the first requests do not
@@ -174,6 +197,23 @@ async fn shard_main(
             return;
         }
     };
+    if let (Some(view), Some(addr)) = (&shared.admin, config.server.admin_listen.as_deref()) {
+        let addr: SocketAddr = addr.parse().expect("validated at load");
+        match TcpListener::bind(addr) {
+            Ok(admin) => {
+                tracing::info!(%addr, "admin endpoints: /metrics /status /healthz /readyz and the status page at /");
+                let (view, shutdown) = (view.clone(), shard.shutdown.clone());
+                crate::runtime::spawn(async move { crate::edge::admin::serve_admin(admin, view, shutdown).await });
+            }
+            Err(e) => {
+                let _ = ready.send(Err(AppError::Bind {
+                    addr,
+                    error: e.to_string(),
+                }));
+                return;
+            }
+        }
+    }
     tracing::debug!(shard = id, "listening");
     let _ = ready.send(Ok(()));
     drop(ready);
@@ -225,7 +265,11 @@ fn build_shard(
     shared: &Shared,
 ) -> EdgeShard {
     let shape: Vec<usize> = registry.networks.iter().map(|n| n.providers.len()).collect();
-    let recorder = Rc::new(Recorder::new(&shape, shared.to_aggregator.clone()));
+    let recorder = Rc::new(Recorder::new(
+        &shape,
+        shared.to_aggregator.clone(),
+        shared.metrics.clone(),
+    ));
     let limits = config.limits.clone();
     let settings = PoolSettings {
         max_idle: limits.upstream_max_idle,
@@ -294,6 +338,7 @@ fn build_shard(
         shutdown,
         open_global,
         open_local: Cell::new(0),
+        keys: shared.keys.clone(),
         recorder,
     }
 }

@@ -464,6 +464,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         let outcome = match class {
             Class::ProviderFailure => Outcome::Failed,
             Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
+            Class::Unsupported | Class::DataUnavailable => Outcome::Rerouted,
             _ => Outcome::Ok,
         };
         route

@@ -163,6 +163,73 @@ pub fn lookup(method: &str) -> MethodInfo {
     }
 }
 
+/// Every method with its own metrics series; anything else is counted as "other".
+pub const KNOWN_METHODS: &[&str] = &[
+    "eth_blockNumber",
+    "eth_chainId",
+    "net_version",
+    "eth_getBlockByNumber",
+    "eth_getBlockByHash",
+    "eth_getBalance",
+    "eth_getCode",
+    "eth_getTransactionCount",
+    "eth_getStorageAt",
+    "eth_getProof",
+    "eth_call",
+    "eth_estimateGas",
+    "eth_createAccessList",
+    "eth_getTransactionByHash",
+    "eth_getTransactionReceipt",
+    "eth_getBlockReceipts",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getTransactionByBlockNumberAndIndex",
+    "eth_getBlockTransactionCountByHash",
+    "eth_getBlockTransactionCountByNumber",
+    "eth_getUncleCountByBlockHash",
+    "eth_getUncleCountByBlockNumber",
+    "eth_getUncleByBlockHashAndIndex",
+    "eth_getUncleByBlockNumberAndIndex",
+    "eth_feeHistory",
+    "eth_getLogs",
+    "eth_gasPrice",
+    "eth_maxPriorityFeePerGas",
+    "eth_blobBaseFee",
+    "eth_syncing",
+    "net_listening",
+    "net_peerCount",
+    "web3_clientVersion",
+    "web3_sha3",
+    "eth_protocolVersion",
+    "eth_accounts",
+    "eth_sendRawTransaction",
+    "eth_sendTransaction",
+    "eth_sendRawTransactionConditional",
+    "eth_sendBundle",
+    "eth_subscribe",
+    "eth_unsubscribe",
+    "eth_newFilter",
+    "eth_newBlockFilter",
+    "eth_newPendingTransactionFilter",
+    "eth_getFilterChanges",
+    "eth_getFilterLogs",
+    "eth_uninstallFilter",
+    "debug_traceTransaction",
+    "debug_traceCall",
+    "debug_traceBlockByNumber",
+    "debug_traceBlockByHash",
+    "trace_block",
+    "trace_call",
+    "trace_transaction",
+    "trace_filter",
+];
+
+/// Index of a method in [`KNOWN_METHODS`], or `KNOWN_METHODS.len()` for "other".
+pub fn method_index(method: &str) -> usize {
+    static INDEX: std::sync::OnceLock<ahash::AHashMap<&'static str, usize>> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| KNOWN_METHODS.iter().enumerate().map(|(i, m)| (*m, i)).collect());
+    index.get(method).copied().unwrap_or(KNOWN_METHODS.len())
+}
+
 /// Shorthand for the exactly-once rule.
 pub fn is_write(method: &str) -> bool {
     lookup(method).kind == Kind::Write
@@ -206,6 +273,16 @@ pub fn block_ref(info: &MethodInfo, params: Option<&[u8]>) -> BlockRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_methods_are_indexed() {
+        assert_eq!(KNOWN_METHODS[method_index("eth_call")], "eth_call");
+        assert_eq!(method_index("no_suchMethod"), KNOWN_METHODS.len());
+        let mut sorted = KNOWN_METHODS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), KNOWN_METHODS.len(), "no duplicates");
+    }
 
     #[test]
     fn classes() {

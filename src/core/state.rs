@@ -126,6 +126,16 @@ impl NetworkLive {
         changes
     }
 
+    /// The provider's state as operators see it: the breaker, or why it is excluded.
+    pub fn describe(&self, provider: usize, now_ms: u64) -> &'static str {
+        let p = &self.providers[provider];
+        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() {
+            "unverified"
+        } else {
+            p.describe(now_ms)
+        }
+    }
+
     /// Whether the provider may be routed to at all (breaker aside).
     pub fn admissible(&self, provider: usize) -> bool {
         let p = &self.providers[provider];

@@ -22,6 +22,12 @@ pub struct RequestHead {
     pub keep_alive: bool,
     pub expect_continue: bool,
     pub origin: Option<Vec<u8>>,
+    /// From `x-api-key` or `Authorization: Bearer`.
+    pub api_key: Option<Vec<u8>>,
+    /// Hash of `x-prism-session`, for per-session high-water marks.
+    pub session: Option<u64>,
+    /// `Upgrade: websocket` was asked for.
+    pub upgrade_websocket: bool,
     /// Length of the head in bytes (request line, headers, blank line).
     pub len: usize,
 }
@@ -100,6 +106,21 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
             }
         } else if name.eq_ignore_ascii_case("origin") {
             head.origin = Some(h.value.to_vec());
+        } else if name.eq_ignore_ascii_case("x-api-key") {
+            head.api_key = Some(h.value.trim_ascii().to_vec());
+        } else if name.eq_ignore_ascii_case("authorization") {
+            let v = h.value.trim_ascii();
+            if v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer ") {
+                head.api_key.get_or_insert_with(|| v[7..].trim_ascii().to_vec());
+            }
+        } else if name.eq_ignore_ascii_case("x-prism-session") {
+            use std::hash::{Hash, Hasher};
+            // A fixed-key hash: every shard must map a session to the same slot.
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            h.value.trim_ascii().hash(&mut hasher);
+            head.session = Some(hasher.finish());
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            head.upgrade_websocket = has_token(h.value, "websocket");
         }
     }
     // Both framings at once is how requests get smuggled past proxies: refuse.

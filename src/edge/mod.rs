@@ -1,7 +1,10 @@
 //! The edge: what a client talks to. HTTP/1.1 server, JSON-RPC envelope, replies.
 
+pub mod admin;
 pub mod envelope;
 pub mod http;
+pub mod keys;
+pub mod ratelimit;
 pub mod reply;
 pub mod rpc;
 pub mod server;

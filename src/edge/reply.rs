@@ -62,6 +62,8 @@ pub struct ResponseMeta<'a> {
     pub extra: &'a [&'a str],
     /// For HEAD: send the headers of `body` but not the body.
     pub omit_body: bool,
+    /// Defaults to `application/json`.
+    pub content_type: Option<&'a str>,
 }
 
 /// Appends a full HTTP/1.1 response with a JSON (or empty) body.
@@ -73,7 +75,9 @@ pub fn write_http(out: &mut Vec<u8>, status: u16, body: &[u8], meta: &ResponseMe
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
     if status != 204 {
-        out.extend_from_slice(b"Content-Type: application/json\r\nContent-Length: ");
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(meta.content_type.unwrap_or("application/json").as_bytes());
+        out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
         out.extend_from_slice(b"\r\n");
     }

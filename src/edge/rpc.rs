@@ -7,12 +7,31 @@ use std::time::Instant;
 use futures_util::future::join_all;
 
 use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
+use super::keys::KeyEntry;
 use super::reply::{write_answer, write_error};
 use crate::core::forward::write_json_str;
+use crate::core::methods::method_index;
 use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
+use crate::telemetry::metrics::CallResult;
 
 /// JSON-RPC error codes Prism produces itself.
 pub const INVALID_REQUEST: i32 = -32600;
+/// Missing/unknown key, network or method not allowed for the key.
+pub const UNAUTHORIZED: i32 = -32001;
+/// Over the key's rate limit (the code providers use for it).
+pub const RATE_LIMITED: i32 = -32005;
+
+/// What the edge writes back.
+pub enum BodyReply {
+    Body(Vec<u8>),
+    /// Only notifications: nothing to return.
+    Empty,
+    /// Over the key's rate limit: HTTP 429 with `Retry-After`.
+    Throttled {
+        retry_after_s: u64,
+        body: Vec<u8>,
+    },
+}
 
 /// Per-shard state the JSON-RPC path needs.
 pub struct RpcShard {
@@ -21,28 +40,51 @@ pub struct RpcShard {
     pub ids: Cell<u64>,
 }
 
-/// Processes one request body. Returns the response body, or `None` when nothing is to be returned
-/// (only notifications).
+/// Processes one request body: parse, bill the key (one token per call), forward every call.
 pub async fn handle_body(
     shard: &RpcShard,
     route: &NetworkRoute,
     caller: &Caller,
+    key: Option<&KeyEntry>,
     body: &[u8],
     deadline: Instant,
-) -> Option<Vec<u8>> {
+) -> BodyReply {
     let parsed = shard.parser.borrow_mut().parse(body);
-    match parsed {
+    // One token per client call; a batch of n costs n. Retries inside Prism are never billed.
+    let cost = match &parsed {
+        Ok(Envelope::Batch(items)) => items.len() as u64,
+        _ => 1,
+    };
+    if let Some(bucket) = key.and_then(|k| k.bucket.as_ref()) {
+        if let Err(wait_ns) = bucket.try_take(crate::telemetry::clock::now_ns(), cost) {
+            let retry_after_ms = wait_ns.div_ceil(1_000_000);
+            let mut body = Vec::new();
+            let data = format!(r#"{{"retryAfterMs":{retry_after_ms}}}"#);
+            write_error(
+                &mut body,
+                None,
+                RATE_LIMITED,
+                "Rate limit exceeded for this API key",
+                Some(data.as_bytes()),
+            );
+            return BodyReply::Throttled {
+                retry_after_s: wait_ns.div_ceil(1_000_000_000).max(1),
+                body,
+            };
+        }
+    }
+    let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, route, caller, item, deadline, &mut out)
+            handle_item(shard, route, caller, key, item, deadline, &mut out)
                 .await
                 .then_some(out)
         }
         Ok(Envelope::Batch(items)) => {
             let replies = join_all(items.into_iter().map(|item| async move {
                 let mut out = Vec::new();
-                handle_item(shard, route, caller, item, deadline, &mut out)
+                handle_item(shard, route, caller, key, item, deadline, &mut out)
                     .await
                     .then_some(out)
             }))
@@ -59,6 +101,10 @@ pub async fn handle_body(
             // A batch of only notifications gets no body at all (JSON-RPC 2.0 §6).
             (out.len() > 2).then_some(out)
         }
+    };
+    match reply {
+        Some(b) => BodyReply::Body(b),
+        None => BodyReply::Empty,
     }
 }
 
@@ -73,18 +119,38 @@ async fn handle_item(
     shard: &RpcShard,
     route: &NetworkRoute,
     caller: &Caller,
+    key: Option<&KeyEntry>,
     item: Item<'_>,
     deadline: Instant,
     out: &mut Vec<u8>,
 ) -> bool {
+    let started = Instant::now();
+    let metrics = route.recorder.metrics();
     match item {
         Err(rejected) => {
             let message = format!("Invalid Request: {}", rejected.why);
             write_error(out, rejected.id, INVALID_REQUEST, &message, None);
+            metrics.call(route.index, usize::MAX, CallResult::Rejected, 0);
             true
         }
         Ok(call) => {
+            let method = method_index(&call.method);
+            if key.is_some_and(|k| !k.allows(&call.method)) {
+                metrics.call(route.index, method, CallResult::Rejected, 0);
+                let Some(id) = call.id else { return false };
+                let message = format!("Method {} is not allowed for this API key", call.method);
+                write_error(out, Some(id), UNAUTHORIZED, &message, None);
+                return true;
+            }
             let outcome = forward(route, &call, caller, deadline, &shard.ids).await;
+            let latency_us = started.elapsed().as_micros() as u64;
+            let result = match &outcome {
+                CallOutcome::Answer { is_error: false, .. } => CallResult::Ok,
+                CallOutcome::Answer { is_error: true, .. } => CallResult::RpcError,
+                CallOutcome::Failed(_) => CallResult::Failed,
+            };
+            metrics.call(route.index, method, result, latency_us);
+            tracing::debug!(network = %route.name, method = %call.method, result = ?result, latency_us, "call");
             let Some(id) = call.id else { return false };
             match outcome {
                 CallOutcome::Answer { body, value, is_error } => write_answer(out, id, is_error, &body[value]),

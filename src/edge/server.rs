@@ -10,9 +10,13 @@ use std::time::{Duration, Instant};
 use futures_lite::AsyncWriteExt;
 
 use super::http::{parse_head, HeadError, Method, RequestHead};
+use super::keys::KeyRing;
 use super::reply::{write_error, write_http, ResponseMeta};
-use super::rpc::{handle_body, RpcShard, INVALID_REQUEST};
+use super::rpc::{handle_body, BodyReply, RpcShard, INVALID_REQUEST, UNAUTHORIZED};
 use crate::config::Limits;
+use crate::config::{Strategy, Weights};
+use crate::core::marks::MarkKey;
+use crate::core::Caller;
 use crate::core::NetworkRoute;
 use crate::http1::{ChunkError, ChunkedDecoder, ReadBuf};
 use crate::runtime::net::{TcpListener, TcpStream};
@@ -30,6 +34,8 @@ pub struct EdgeShard {
     pub open_global: Arc<AtomicUsize>,
     /// Open client connections on this shard, for draining.
     pub open_local: Cell<usize>,
+    /// API keys, shared by all shards (their rate-limit state is atomic).
+    pub keys: Arc<KeyRing>,
     /// This shard's health samples, shipped to the aggregator.
     pub recorder: Rc<crate::telemetry::recorder::Recorder>,
 }
@@ -257,27 +263,79 @@ impl<'s> Connection<'s> {
     /// Answers one request. Returns false when the connection must close.
     async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
         let origin = head.origin.as_deref();
+        self.out.clear();
+        let Some((route, path_key)) = self.find_route(&head.path) else {
+            return self
+                .refuse(404, -32600, "Unknown path: use /{network}", keep_alive, origin)
+                .await;
+        };
+        // Who is asking. With keys configured, every request needs a known one; nothing reaches an upstream
+        // otherwise.
+        let keys = &*self.shard.keys;
+        let key = match head.api_key.as_deref().or(path_key.map(str::as_bytes)) {
+            Some(k) if !keys.is_open() => keys.find(k),
+            _ => None,
+        };
+        let is_preflight = head.method == Some(Method::Options);
+        if !keys.is_open() && !is_preflight {
+            let Some(entry) = key else {
+                return self
+                    .refuse(
+                        401,
+                        UNAUTHORIZED,
+                        "Unauthorized: missing or unknown API key",
+                        keep_alive,
+                        origin,
+                    )
+                    .await;
+            };
+            if !entry.may_use(route) {
+                return self
+                    .refuse(
+                        403,
+                        UNAUTHORIZED,
+                        "Forbidden: this API key may not use this network",
+                        keep_alive,
+                        origin,
+                    )
+                    .await;
+            }
+            if !entry.origin_ok(origin) {
+                return self
+                    .refuse(
+                        403,
+                        UNAUTHORIZED,
+                        "Forbidden: origin not allowed for this API key",
+                        keep_alive,
+                        None,
+                    )
+                    .await;
+            }
+        }
         let meta = |extra| ResponseMeta {
             keep_alive,
             cors_origin: origin,
             extra,
             omit_body: head.method == Some(Method::Head),
-        };
-        self.out.clear();
-        let route = match self.find_route(&head.path) {
-            Some(i) => i,
-            None => {
-                let mut b = Vec::new();
-                write_error(&mut b, None, INVALID_REQUEST, "Unknown path: use /{network}", None);
-                write_http(&mut self.out, 404, &b, &meta(&[]));
-                return self.write_out().await;
-            }
+            content_type: None,
         };
         match head.method.unwrap_or(Method::Other) {
             Method::Options => {
+                // Preflights carry no credentials but a path key; answer per that key's origin lock, or per
+                // whether any key would accept this origin.
+                let allowed = match (key, origin) {
+                    (Some(k), o) => k.origin_ok(o),
+                    (None, None) => true,
+                    (None, Some(o)) => keys.is_open() || keys.entries().iter().any(|k| k.origin_ok(Some(o))),
+                };
+                if !allowed {
+                    return self
+                        .refuse(403, UNAUTHORIZED, "Forbidden: origin not allowed", keep_alive, None)
+                        .await;
+                }
                 let extra = [
                     "Access-Control-Allow-Methods: POST, GET, OPTIONS",
-                    "Access-Control-Allow-Headers: content-type, authorization, x-api-key",
+                    "Access-Control-Allow-Headers: content-type, authorization, x-api-key, x-prism-session",
                     "Access-Control-Max-Age: 86400",
                 ];
                 let m = ResponseMeta {
@@ -299,16 +357,30 @@ impl<'s> Connection<'s> {
                     Some(why) => {
                         let mut b = Vec::new();
                         write_error(&mut b, None, -32603, why, None);
-                        Some(b)
+                        BodyReply::Body(b)
                     }
                     None => {
-                        let caller = crate::core::Caller::default();
-                        handle_body(&self.shard.rpc, &self.shard.routes[route], &caller, body, deadline).await
+                        let caller = Caller {
+                            strategy: key.map_or(Strategy::Score, |k| k.strategy),
+                            weights: key.map_or_else(Weights::default, |k| k.weights),
+                            mark: match head.session {
+                                Some(h) => MarkKey::Session(h),
+                                None => key.map_or(MarkKey::Key(0), |k| k.mark()),
+                            },
+                        };
+                        handle_body(&self.shard.rpc, &self.shard.routes[route], &caller, key, body, deadline).await
                     }
                 };
+                let metrics = self.shard.recorder.metrics();
+                metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
                 match reply {
-                    Some(b) => write_http(&mut self.out, 200, &b, &meta(&[])),
-                    None => write_http(&mut self.out, 204, b"", &meta(&[])),
+                    BodyReply::Body(b) => write_http(&mut self.out, 200, &b, &meta(&[])),
+                    BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
+                    BodyReply::Throttled { retry_after_s, body } => {
+                        metrics.refusal(429);
+                        let retry = format!("Retry-After: {retry_after_s}");
+                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                    }
                 }
             }
             Method::Other => {
@@ -320,13 +392,35 @@ impl<'s> Connection<'s> {
         self.write_out().await
     }
 
-    /// `/` when one network is configured, `/{network}`, or `/{network}/{anything}`.
-    fn find_route(&self, path: &str) -> Option<usize> {
+    /// Answers with an HTTP error status and a JSON-RPC error body.
+    async fn refuse(&mut self, status: u16, code: i32, message: &str, keep_alive: bool, origin: Option<&[u8]>) -> bool {
+        self.shard.recorder.metrics().refusal(status);
+        let mut b = Vec::new();
+        write_error(&mut b, None, code, message, None);
+        self.out.clear();
+        let meta = ResponseMeta {
+            keep_alive,
+            cors_origin: origin,
+            ..Default::default()
+        };
+        write_http(&mut self.out, status, &b, &meta);
+        self.write_out().await
+    }
+
+    /// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
+    /// Returns the route and the key segment, if any.
+    fn find_route<'p>(&self, path: &'p str) -> Option<(usize, Option<&'p str>)> {
         let routes = &self.shard.routes;
-        let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
-        if first.is_empty() {
-            return (routes.len() == 1).then_some(0);
+        let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
+        let Some(first) = segments.next() else {
+            return (routes.len() == 1).then_some((0, None));
+        };
+        match routes.iter().position(|r| r.name == first) {
+            Some(i) => Some((i, segments.next_back())),
+            None if routes.len() == 1 && segments.next().is_none() && !self.shard.keys.is_open() => {
+                Some((0, Some(first)))
+            }
+            None => None,
         }
-        routes.iter().position(|r| r.name == first)
     }
 }

@@ -10,3 +10,9 @@ pub fn now_ms() -> u64 {
     let epoch = *EPOCH.get_or_init(Instant::now);
     epoch.elapsed().as_millis() as u64 + 1
 }
+
+/// Nanoseconds on the same clock, for rate limiting.
+pub fn now_ns() -> u64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    epoch.elapsed().as_nanos() as u64 + 1_000_000
+}

@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod logging;
+pub mod metrics;
 pub mod recorder;
 pub mod snapshot;
 pub mod window;

@@ -2,9 +2,11 @@
 //! and a timer ships them to the aggregator as deltas every ~100 ms.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use crossbeam::channel::Sender;
 
+use super::metrics::{AttemptResult, ShardMetrics};
 use super::window::Sample;
 use crate::core::methods::Family;
 
@@ -26,17 +28,20 @@ pub enum Outcome {
     Failed,
     /// Rate limited: neither success nor failure.
     Throttled,
+    /// Not this provider's to answer (unsupported there, data unavailable there): rerouted, not counted.
+    Rerouted,
 }
 
 /// Per-shard samples, indexed `[network][provider][family]`.
 pub struct Recorder {
     samples: RefCell<Vec<Vec<Vec<Sample>>>>,
     to_aggregator: Sender<Vec<Delta>>,
+    metrics: Arc<ShardMetrics>,
 }
 
 impl Recorder {
     /// `shape[n]` = number of providers of network `n`.
-    pub fn new(shape: &[usize], to_aggregator: Sender<Vec<Delta>>) -> Self {
+    pub fn new(shape: &[usize], to_aggregator: Sender<Vec<Delta>>, metrics: Arc<ShardMetrics>) -> Self {
         let samples = shape
             .iter()
             .map(|&providers| {
@@ -48,10 +53,22 @@ impl Recorder {
         Recorder {
             samples: RefCell::new(samples),
             to_aggregator,
+            metrics,
         }
     }
 
+    pub fn metrics(&self) -> &ShardMetrics {
+        &self.metrics
+    }
+
     pub fn record(&self, network: usize, provider: usize, family: Family, latency_us: u64, outcome: Outcome) {
+        let result = match outcome {
+            Outcome::Ok => AttemptResult::Ok,
+            Outcome::Failed => AttemptResult::Failed,
+            Outcome::Throttled => AttemptResult::Throttled,
+            Outcome::Rerouted => AttemptResult::Rerouted,
+        };
+        self.metrics.attempt(network, provider, result, latency_us);
         let mut samples = self.samples.borrow_mut();
         samples[network][provider][family as usize].record(
             latency_us,

@@ -1,0 +1,312 @@
+//! The admin listener (shard 0): `/metrics` (Prometheus text), `/status` (JSON), `/` (the HTML status page),
+//! `/healthz` (alive) and `/readyz` (every served network has a usable provider). Read-only views of the
+//! shared state; nothing here is on the request path.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_lite::AsyncWriteExt;
+
+use super::http::{parse_head, Method};
+use super::keys::KeyRing;
+use super::reply::{write_http, ResponseMeta};
+use crate::config::{Config, NetworkKind};
+use crate::core::state::NetworkLive;
+use crate::http1::ReadBuf;
+use crate::runtime::net::{TcpListener, TcpStream};
+use crate::runtime::{spawn, timeout_at, Shutdown};
+use crate::telemetry::clock::now_ms;
+use crate::telemetry::metrics::{self, ShardMetrics};
+
+/// Everything the admin endpoints show, shared read-only.
+pub struct AdminView {
+    pub config: Arc<Config>,
+    pub lives: Vec<Arc<NetworkLive>>,
+    pub metrics: Vec<Arc<ShardMetrics>>,
+    pub keys: Arc<KeyRing>,
+    pub open_connections: Arc<AtomicUsize>,
+    pub started: Instant,
+}
+
+const STATUS_PAGE: &str = include_str!("status_page.html");
+
+/// Serves admin requests until shutdown.
+pub async fn serve_admin(listener: TcpListener, view: Arc<AdminView>, shutdown: Shutdown) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            shutdown.triggered().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => return,
+            Some(Ok(stream)) => {
+                let view = view.clone();
+                let shutdown = shutdown.clone();
+                spawn(async move { admin_connection(stream, &view, &shutdown).await });
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "admin accept failed");
+                crate::runtime::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Shutdown) {
+    let mut buf = ReadBuf::with_capacity(4096);
+    loop {
+        let until = Instant::now() + Duration::from_secs(30);
+        let head = loop {
+            match parse_head(buf.filled(), 16 * 1024) {
+                Ok(Some(h)) => break h,
+                Ok(None) => {}
+                Err(_) => return,
+            }
+            let read = futures_lite::future::or(
+                async { Some(timeout_at(until, buf.read_from(&mut stream, 4096)).await) },
+                async {
+                    shutdown.triggered().await;
+                    None
+                },
+            )
+            .await;
+            match read {
+                Some(Ok(Ok(n))) if n > 0 => {}
+                _ => return,
+            }
+        };
+        buf.consume(head.len);
+        // Admin requests carry no body; a client that sends one is not ours to serve.
+        if head.content_length.unwrap_or(0) > 0 || head.chunked {
+            return;
+        }
+        let mut out = Vec::new();
+        let get = matches!(head.method, Some(Method::Get | Method::Head));
+        let (status, ctype, body) = if !get {
+            (405, "text/plain", b"GET only\n".to_vec())
+        } else {
+            match head.path.as_str() {
+                "/metrics" => (
+                    200,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    view.metrics_text().into_bytes(),
+                ),
+                "/status" => (200, "application/json", view.status_json().into_bytes()),
+                "/" | "/index.html" => (200, "text/html; charset=utf-8", STATUS_PAGE.as_bytes().to_vec()),
+                "/healthz" => (200, "text/plain", b"ok\n".to_vec()),
+                "/readyz" => match view.unready() {
+                    None => (200, "text/plain", b"ready\n".to_vec()),
+                    Some(why) => (503, "text/plain", format!("not ready: {why}\n").into_bytes()),
+                },
+                _ => (404, "text/plain", b"not found\n".to_vec()),
+            }
+        };
+        let meta = ResponseMeta {
+            keep_alive: head.keep_alive,
+            content_type: Some(ctype),
+            omit_body: head.method == Some(Method::Head),
+            extra: &["Cache-Control: no-store"],
+            ..Default::default()
+        };
+        write_http(&mut out, status, &body, &meta);
+        if stream.write_all(&out).await.is_err() || !head.keep_alive {
+            return;
+        }
+    }
+}
+
+impl AdminView {
+    /// `None` when every served network has at least one usable provider.
+    pub fn unready(&self) -> Option<String> {
+        let now = now_ms();
+        for (n, net) in self.config.networks.iter().enumerate() {
+            if net.kind != NetworkKind::Evm {
+                continue;
+            }
+            let live = &self.lives[n];
+            let usable = (0..live.providers.len()).any(|i| {
+                live.admissible(i) && live.providers[i].breaker.is_closed() && !live.providers[i].is_parked(now)
+            });
+            if !usable {
+                return Some(format!("network {} has no usable provider", net.name));
+            }
+        }
+        None
+    }
+
+    pub fn metrics_text(&self) -> String {
+        let shards: Vec<&ShardMetrics> = self.metrics.iter().map(|m| &**m).collect();
+        let regions: Vec<Vec<String>> = self
+            .config
+            .networks
+            .iter()
+            .map(|n| {
+                n.providers
+                    .iter()
+                    .map(|p| {
+                        let mut r = String::new();
+                        metrics::label(&mut r, p.region.as_deref().unwrap_or(""));
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        let networks: Vec<(&str, Vec<(&str, &str)>)> = self
+            .config
+            .networks
+            .iter()
+            .zip(&regions)
+            .map(|(n, r)| {
+                (
+                    n.name.as_str(),
+                    n.providers
+                        .iter()
+                        .zip(r)
+                        .map(|(p, r)| (p.name.as_str(), r.as_str()))
+                        .collect(),
+                )
+            })
+            .collect();
+        let key_names = self.keys.names();
+        let mut out = String::with_capacity(16 * 1024);
+        metrics::render(
+            &mut out,
+            &shards,
+            &metrics::Labels {
+                networks: &networks,
+                keys: &key_names,
+            },
+        );
+        self.render_gauges(&mut out);
+        out
+    }
+
+    fn render_gauges(&self, out: &mut String) {
+        let now = now_ms();
+        let _ = writeln!(out, "# HELP prism_open_connections Open client connections.");
+        let _ = writeln!(out, "# TYPE prism_open_connections gauge");
+        let _ = writeln!(
+            out,
+            "prism_open_connections {}",
+            self.open_connections.load(Ordering::Relaxed)
+        );
+        let gauges: [(&str, &str); 6] = [
+            (
+                "prism_provider_breaker_state",
+                "Breaker state: 0 closed, 1 open, 2 half-open, 3 excluded (drift or wrong chain).",
+            ),
+            (
+                "prism_provider_head_block",
+                "Latest head height seen from the provider.",
+            ),
+            ("prism_provider_drift_blocks", "Blocks behind the pool's best head."),
+            (
+                "prism_provider_traffic_share",
+                "Share of the network's calls over the last 5 minutes (0..1).",
+            ),
+            ("prism_provider_latency_p50_seconds", "Rolling 5-minute p50 latency."),
+            ("prism_provider_latency_p99_seconds", "Rolling 5-minute p99 latency."),
+        ];
+        for (g, (name, help)) in gauges.iter().enumerate() {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (n, net) in self.config.networks.iter().enumerate() {
+                let live = &self.lives[n];
+                let health = live.health.load();
+                let best = live.best_head.load(Ordering::Relaxed);
+                for (i, p) in net.providers.iter().enumerate() {
+                    let pl = &live.providers[i];
+                    let h = health.providers.get(i).cloned().unwrap_or_default();
+                    let head = pl.head.load(Ordering::Relaxed);
+                    let v: f64 = match g {
+                        0 => match live.describe(i, now) {
+                            "closed" | "parked" => 0.0,
+                            "open" => 1.0,
+                            "half-open" => 2.0,
+                            _ => 3.0,
+                        },
+                        1 => head as f64,
+                        2 => best.saturating_sub(head) as f64,
+                        3 => h.share,
+                        4 => h.overall.p50_us as f64 / 1e6,
+                        _ => h.overall.p99_us as f64 / 1e6,
+                    };
+                    let mut l = String::new();
+                    metrics::label(&mut l, &p.name);
+                    let _ = writeln!(out, "{name}{{network=\"{}\",provider=\"{l}\"}} {v}", net.name);
+                }
+            }
+        }
+    }
+
+    pub fn status_json(&self) -> String {
+        let now = now_ms();
+        let mut out = String::with_capacity(4096);
+        let _ = write!(
+            out,
+            r#"{{"service":"prism","version":"{}","uptimeSeconds":{},"openConnections":{},"networks":["#,
+            env!("CARGO_PKG_VERSION"),
+            self.started.elapsed().as_secs(),
+            self.open_connections.load(Ordering::Relaxed)
+        );
+        for (n, net) in self.config.networks.iter().enumerate() {
+            let live = &self.lives[n];
+            let health = live.health.load();
+            let best = live.best_head.load(Ordering::Relaxed);
+            if n > 0 {
+                out.push(',');
+            }
+            let kind = match net.kind {
+                NetworkKind::Evm => "evm",
+                NetworkKind::SolanaMagic => "solana-magic",
+            };
+            let _ = write!(
+                out,
+                r#"{{"name":{},"kind":"{kind}","bestHead":{best},"providers":["#,
+                json_str(&net.name)
+            );
+            for (i, p) in net.providers.iter().enumerate() {
+                let pl = &live.providers[i];
+                let h = health.providers.get(i).cloned().unwrap_or_default();
+                let head = pl.head.load(Ordering::Relaxed);
+                if i > 0 {
+                    out.push(',');
+                }
+                let success = if h.overall.calls == 0 {
+                    1.0
+                } else {
+                    1.0 - h.overall.error_rate()
+                };
+                let _ = write!(
+                    out,
+                    r#"{{"name":{},"region":{},"state":"{}","head":{head},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{}}}"#,
+                    json_str(&p.name),
+                    p.region.as_deref().map_or("null".to_string(), json_str),
+                    live.describe(i, now),
+                    best.saturating_sub(head),
+                    h.overall.p50_us as f64 / 1000.0,
+                    h.overall.p99_us as f64 / 1000.0,
+                    success,
+                    h.share,
+                    h.overall.calls,
+                    h.overall.failures,
+                    h.throttled,
+                    pl.breaker.cooldown_ms(),
+                    p.overflow,
+                );
+            }
+            out.push_str("]}");
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut v = Vec::new();
+    crate::core::forward::write_json_str(&mut v, s);
+    String::from_utf8(v).unwrap_or_default()
+}

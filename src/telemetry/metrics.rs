@@ -1,0 +1,269 @@
+//! Counters and histograms for Prometheus. Each shard writes only its own block (relaxed atomics on memory
+//! no other core writes, so no contention); a scrape sums the blocks. Labels carry method, provider, key
+//! name and outcome, never params, addresses or results.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::core::methods::KNOWN_METHODS;
+
+/// Histogram bucket upper bounds, microseconds.
+pub const BUCKETS_US: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000,
+];
+
+#[derive(Default)]
+pub struct Histo {
+    buckets: [AtomicU64; BUCKETS_US.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl Histo {
+    pub fn observe(&self, us: u64) {
+        if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+}
+
+/// How a client call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallResult {
+    /// A result.
+    Ok = 0,
+    /// The node's JSON-RPC error, passed through.
+    RpcError = 1,
+    /// Prism could not get an answer (all down, upstream failure, timeout).
+    Failed = 2,
+    /// Refused before routing: invalid request, method not allowed.
+    Rejected = 3,
+}
+const CALL_RESULTS: [&str; 4] = ["ok", "rpc_error", "failed", "rejected"];
+
+/// How one upstream attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptResult {
+    Ok = 0,
+    Failed = 1,
+    Throttled = 2,
+    /// Unsupported or data unavailable there: rerouted, not counted against it.
+    Rerouted = 3,
+}
+const ATTEMPT_RESULTS: [&str; 4] = ["ok", "failed", "throttled", "rerouted"];
+
+#[derive(Default)]
+pub struct MethodMetrics {
+    results: [AtomicU64; 4],
+    latency: Histo,
+}
+
+#[derive(Default)]
+pub struct ProviderMetrics {
+    results: [AtomicU64; 4],
+    latency: Histo,
+}
+
+#[derive(Default)]
+pub struct KeyMetrics {
+    requests: AtomicU64,
+    throttled: AtomicU64,
+}
+
+pub struct NetMetrics {
+    methods: Vec<MethodMetrics>,
+    providers: Vec<ProviderMetrics>,
+}
+
+/// One shard's metrics.
+pub struct ShardMetrics {
+    networks: Vec<NetMetrics>,
+    /// Index 0 = requests without a key; then one per configured key.
+    keys: Vec<KeyMetrics>,
+    /// HTTP-level refusals by status (401, 403, 408, 413, 429, 431, ...).
+    refusals: Vec<(u16, AtomicU64)>,
+}
+
+const REFUSAL_STATUSES: [u16; 10] = [400, 401, 403, 404, 405, 408, 411, 413, 429, 431];
+
+impl ShardMetrics {
+    /// `providers[n]` = provider count of network `n`; `keys` = configured keys.
+    pub fn new(providers: &[usize], keys: usize) -> Self {
+        ShardMetrics {
+            networks: providers
+                .iter()
+                .map(|&p| NetMetrics {
+                    methods: (0..=KNOWN_METHODS.len()).map(|_| MethodMetrics::default()).collect(),
+                    providers: (0..p).map(|_| ProviderMetrics::default()).collect(),
+                })
+                .collect(),
+            keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
+            refusals: REFUSAL_STATUSES.iter().map(|&s| (s, AtomicU64::new(0))).collect(),
+        }
+    }
+
+    pub fn call(&self, network: usize, method_index: usize, result: CallResult, latency_us: u64) {
+        let m = &self.networks[network].methods[method_index.min(KNOWN_METHODS.len())];
+        m.results[result as usize].fetch_add(1, Ordering::Relaxed);
+        m.latency.observe(latency_us);
+    }
+
+    pub fn attempt(&self, network: usize, provider: usize, result: AttemptResult, latency_us: u64) {
+        let p = &self.networks[network].providers[provider];
+        p.results[result as usize].fetch_add(1, Ordering::Relaxed);
+        p.latency.observe(latency_us);
+    }
+
+    pub fn key_request(&self, key: usize, throttled: bool) {
+        if let Some(k) = self.keys.get(key) {
+            k.requests.fetch_add(1, Ordering::Relaxed);
+            if throttled {
+                k.throttled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn refusal(&self, status: u16) {
+        if let Some((_, c)) = self.refusals.iter().find(|(s, _)| *s == status) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Names the scrape needs to label series.
+pub struct Labels<'a> {
+    pub networks: &'a [(&'a str, Vec<(&'a str, &'a str)>)],
+    pub keys: &'a [&'a str],
+}
+
+fn sum(shards: &[&ShardMetrics], f: impl Fn(&ShardMetrics) -> u64) -> u64 {
+    shards.iter().map(|s| f(s)).sum()
+}
+
+/// Escapes a label value per the Prometheus text format.
+pub fn label(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn histogram(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    shards: &[&ShardMetrics],
+    h: impl Fn(&ShardMetrics) -> &Histo,
+) {
+    let mut cumulative = 0;
+    for (i, b) in BUCKETS_US.iter().enumerate() {
+        cumulative += sum(shards, |s| h(s).buckets[i].load(Ordering::Relaxed));
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{}\"}} {cumulative}", *b as f64 / 1e6);
+    }
+    let count = sum(shards, |s| h(s).count.load(Ordering::Relaxed));
+    let sum_us = sum(shards, |s| h(s).sum_us.load(Ordering::Relaxed));
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum_us as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+}
+
+/// Writes the counters and histograms of every shard, summed, in Prometheus text format.
+pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
+    out.push_str("# HELP prism_calls_total JSON-RPC calls answered, by network, method and result.\n");
+    out.push_str("# TYPE prism_calls_total counter\n");
+    let mut seen = Vec::new();
+    for (n, (net, _)) in labels.networks.iter().enumerate() {
+        for (m, method) in KNOWN_METHODS.iter().chain(std::iter::once(&"other")).enumerate() {
+            let mut any = false;
+            for (r, result) in CALL_RESULTS.iter().enumerate() {
+                let v = sum(shards, |s| s.networks[n].methods[m].results[r].load(Ordering::Relaxed));
+                if v > 0 {
+                    any = true;
+                    let _ = writeln!(
+                        out,
+                        "prism_calls_total{{network=\"{net}\",method=\"{method}\",result=\"{result}\"}} {v}"
+                    );
+                }
+            }
+            if any {
+                seen.push((n, m, *net, *method));
+            }
+        }
+    }
+    out.push_str("# HELP prism_call_duration_seconds Time to answer a call, by network and method.\n");
+    out.push_str("# TYPE prism_call_duration_seconds histogram\n");
+    for (n, m, net, method) in seen {
+        let l = format!("network=\"{net}\",method=\"{method}\"");
+        histogram(out, "prism_call_duration_seconds", &l, shards, |s| {
+            &s.networks[n].methods[m].latency
+        });
+    }
+    out.push_str("# HELP prism_upstream_attempts_total Upstream attempts, by provider and result.\n");
+    out.push_str("# TYPE prism_upstream_attempts_total counter\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, (provider, region)) in providers.iter().enumerate() {
+            for (r, result) in ATTEMPT_RESULTS.iter().enumerate() {
+                let v = sum(shards, |s| {
+                    s.networks[n].providers[p].results[r].load(Ordering::Relaxed)
+                });
+                let mut l = String::new();
+                label(&mut l, provider);
+                let _ = writeln!(
+                    out,
+                    "prism_upstream_attempts_total{{network=\"{net}\",provider=\"{l}\",region=\"{region}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+    }
+    out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency, by provider.\n");
+    out.push_str("# TYPE prism_upstream_duration_seconds histogram\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, (provider, region)) in providers.iter().enumerate() {
+            let mut l = String::new();
+            label(&mut l, provider);
+            let l = format!("network=\"{net}\",provider=\"{l}\",region=\"{region}\"");
+            histogram(out, "prism_upstream_duration_seconds", &l, shards, |s| {
+                &s.networks[n].providers[p].latency
+            });
+        }
+    }
+    let keys: Vec<&str> = std::iter::once("-").chain(labels.keys.iter().copied()).collect();
+    for (name, help, throttled) in [
+        (
+            "prism_key_requests_total",
+            "Requests per API key (\"-\" = no key).",
+            false,
+        ),
+        (
+            "prism_key_throttled_total",
+            "Requests refused by the key's rate limit.",
+            true,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (k, key) in keys.iter().enumerate() {
+            let mut l = String::new();
+            label(&mut l, key);
+            let v = sum(shards, |s| {
+                s.keys.get(k).map_or(0, |m| {
+                    if throttled { &m.throttled } else { &m.requests }.load(Ordering::Relaxed)
+                })
+            });
+            let _ = writeln!(out, "{name}{{key=\"{l}\"}} {v}");
+        }
+    }
+    out.push_str("# HELP prism_http_refusals_total Requests refused at the HTTP layer, by status.\n");
+    out.push_str("# TYPE prism_http_refusals_total counter\n");
+    for (i, status) in REFUSAL_STATUSES.iter().enumerate() {
+        let v = sum(shards, |s| s.refusals[i].1.load(Ordering::Relaxed));
+        let _ = writeln!(out, "prism_http_refusals_total{{status=\"{status}\"}} {v}");
+    }
+}
