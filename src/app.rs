@@ -17,6 +17,7 @@ use crate::edge::admin::AdminView;
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
 use crate::edge::keys::KeyRing;
 use crate::edge::rpc::RpcShard;
+use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, EdgeShard};
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
@@ -33,6 +34,8 @@ pub enum AppError {
     Shards(#[from] crate::runtime::shards::ShardError),
     #[error("a shard stopped before it was ready")]
     ShardLost,
+    #[error(transparent)]
+    Tls(#[from] crate::edge::tls::TlsError),
 }
 
 /// What a shard reports once it is listening (or why it cannot).
@@ -72,6 +75,16 @@ pub fn serve(
     let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let keys = Arc::new(KeyRing::from_config(&config));
+    let tls = match &config.server.tls {
+        Some(files) => {
+            let tls = EdgeTls::load(files, shards)?;
+            if let Err(e) = tls.reload_on_sighup() {
+                tracing::warn!(error = %e, "cannot watch SIGHUP for certificate reloads");
+            }
+            Some(tls)
+        }
+        None => None,
+    };
     let provider_counts: Vec<usize> = config.networks.iter().map(|n| n.providers.len()).collect();
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
         .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
@@ -103,6 +116,7 @@ pub fn serve(
                     gate: shard_gate.clone(),
                     shards,
                     keys: keys.clone(),
+                    tls: tls.clone(),
                     metrics: metrics[id.min(metrics.len() - 1)].clone(),
                     admin: (id == 0).then(|| view.clone()),
                 };
@@ -147,6 +161,7 @@ struct Shared {
     gate: Arc<std::sync::atomic::AtomicBool>,
     shards: usize,
     keys: Arc<KeyRing>,
+    tls: Option<Arc<EdgeTls>>,
     metrics: Arc<ShardMetrics>,
     /// Shard 0 serves the admin endpoints.
     admin: Option<Arc<AdminView>>,
@@ -182,7 +197,7 @@ async fn shard_main(
 ) {
     // The first timer on a shard is slow; pay for it before traffic arrives.
     crate::runtime::sleep(Duration::from_millis(1)).await;
-    let shard = Rc::new(build_shard(config, registry, shutdown, open_global, &shared));
+    let shard = Rc::new(build_shard(id, config, registry, shutdown, open_global, &shared));
     start_background(id, config, &shard, &shared);
     while !shared.gate.load(std::sync::atomic::Ordering::Acquire) && !shard.shutdown.is_triggered() {
         crate::runtime::sleep(Duration::from_millis(5)).await;
@@ -258,6 +273,7 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared:
 }
 
 fn build_shard(
+    id: ShardId,
     config: &Config,
     registry: &Registry,
     shutdown: Shutdown,
@@ -339,6 +355,8 @@ fn build_shard(
         open_global,
         open_local: Cell::new(0),
         keys: shared.keys.clone(),
+        id,
+        tls: shared.tls.clone(),
         recorder,
     }
 }

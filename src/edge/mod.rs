@@ -8,5 +8,6 @@ pub mod ratelimit;
 pub mod reply;
 pub mod rpc;
 pub mod server;
+pub mod tls;
 
 pub use server::{serve, EdgeShard};

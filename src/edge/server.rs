@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_lite::AsyncWriteExt;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::http::{parse_head, HeadError, Method, RequestHead};
 use super::keys::KeyRing;
@@ -24,6 +24,9 @@ use crate::runtime::{spawn, timeout_at, Shutdown};
 
 /// Everything one shard's edge owns.
 pub struct EdgeShard {
+    pub id: usize,
+    /// TLS termination, when `[server.tls]` is set.
+    pub tls: Option<Arc<super::tls::EdgeTls>>,
     pub limits: Limits,
     pub routes: Vec<NetworkRoute>,
     /// Networks configured but not served by this build (reason shown to clients), by route index.
@@ -66,7 +69,18 @@ pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
                     let shard = shard.clone();
                     spawn(async move {
                         let _guard = guard;
-                        Connection::new(stream, &shard).run().await;
+                        match &shard.tls {
+                            None => Connection::new(stream, &shard).run().await,
+                            Some(tls) => {
+                                let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
+                                let until = Instant::now() + Duration::from_millis(shard.limits.client_timeout_ms);
+                                match timeout_at(until, acceptor.accept(stream)).await {
+                                    Ok(Ok(tls_stream)) => Connection::new(tls_stream, &shard).run().await,
+                                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                                }
+                            }
+                        }
                     });
                 }
             }
@@ -120,15 +134,15 @@ enum NoRequest {
     Refuse(u16, &'static str),
 }
 
-struct Connection<'s> {
-    stream: TcpStream,
+struct Connection<'s, S> {
+    stream: S,
     buf: ReadBuf,
     out: Vec<u8>,
     shard: &'s EdgeShard,
 }
 
-impl<'s> Connection<'s> {
-    fn new(stream: TcpStream, shard: &'s EdgeShard) -> Self {
+impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
+    fn new(stream: S, shard: &'s EdgeShard) -> Self {
         Connection {
             stream,
             buf: ReadBuf::with_capacity(READ_CHUNK),
