@@ -42,12 +42,8 @@ pub enum AppError {
 type Ready = Result<(), AppError>;
 
 /// Runs Prism until `shutdown` triggers and in-flight requests drain. Returns once every shard has stopped.
-/// `on_ready` runs once every shard listens.
-pub fn serve(
-    config: Config,
-    shutdown: Shutdown,
-    on_ready: impl FnOnce(usize) + Send + 'static,
-) -> Result<(), AppError> {
+/// `on_ready` runs once every shard listens, with the read-only view the admin endpoints use.
+pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<AdminView>)) -> Result<(), AppError> {
     let config = Arc::new(config);
     let registry = Arc::new(Registry::resolve(&config));
     let listen: SocketAddr = config.server.listen.parse().expect("validated at load");
@@ -101,6 +97,7 @@ pub fn serve(
     let shard_lives = lives.clone();
 
     let shard_shutdown = shutdown.clone();
+    let shard_view = view.clone();
     let runner = std::thread::Builder::new()
         .name("prism-shards".into())
         .spawn(move || {
@@ -118,7 +115,7 @@ pub fn serve(
                     keys: keys.clone(),
                     tls: tls.clone(),
                     metrics: metrics[id.min(metrics.len() - 1)].clone(),
-                    admin: (id == 0).then(|| view.clone()),
+                    admin: (id == 0).then(|| shard_view.clone()),
                 };
                 async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
             })
@@ -146,7 +143,7 @@ pub fn serve(
         }
     }
     tracing::info!(%listen, shards, "prism is serving");
-    on_ready(shards);
+    on_ready(view);
     match runner.join() {
         Ok(result) => result.map_err(Into::into),
         Err(_) => Err(AppError::ShardLost),

@@ -144,11 +144,13 @@ pub fn start_providers() -> std::io::Result<Vec<DemoProvider>> {
         .collect()
 }
 
-/// The embedded default config for the demo, pointing at the given providers.
-pub fn demo_config(listen: &str, providers: &[DemoProvider]) -> Config {
+/// The embedded default config for the demo, pointing at the given providers. Breaker timings are shortened
+/// so a minute shows open, half-open and closed.
+pub fn demo_config(listen: &str, admin: &str, providers: &[DemoProvider]) -> Config {
     let mut text = format!(
-        "[server]\nlisten = \"{listen}\"\nshards = 1\npin_cores = false\n\n[limits]\nrequest_deadline_ms = 2000\n\n\
-         [[networks]]\nname = \"demo\"\nkind = \"evm\"\nchain_id = 4663\n"
+        "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nshards = 1\npin_cores = false\n\n\
+         [limits]\nrequest_deadline_ms = 2000\n\n[policy.breaker]\ncooldown_ms = 5000\nmax_cooldown_ms = 20000\n\n\
+         [[networks]]\nname = \"demo\"\nkind = \"evm\"\nchain_id = 4663\nprobe_interval_ms = 1000\n"
     );
     for p in providers {
         text.push_str(&format!(
@@ -173,4 +175,70 @@ pub fn probe_once(prism: SocketAddr) -> bool {
     let mut resp = String::new();
     let _ = s.read_to_string(&mut resp);
     resp.contains("\"result\"")
+}
+
+impl std::fmt::Display for Behaviour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Behaviour::Fast => f.write_str("answers at once"),
+            Behaviour::Slow(d) => write!(f, "answers after {} ms", d.as_millis()),
+            Behaviour::Flapping { period, bad } => write!(f, "fails with 503 for {bad} s of every {period} s"),
+            Behaviour::Lagging(n) => write!(f, "reports a head {n} blocks behind"),
+        }
+    }
+}
+
+/// Drives a little traffic through Prism and prints the provider table every two seconds.
+pub fn drive(
+    prism: SocketAddr,
+    view: &crate::edge::admin::AdminView,
+    shutdown: &crate::runtime::Shutdown,
+    seconds: Option<u64>,
+) {
+    let started = Instant::now();
+    let (mut ok, mut failed) = (0u64, 0u64);
+    let mut last_print = started;
+    while !shutdown.is_triggered() {
+        if probe_once(prism) {
+            ok += 1;
+        } else {
+            failed += 1;
+        }
+        if last_print.elapsed() >= Duration::from_secs(2) {
+            last_print = Instant::now();
+            println!("{}", render_table(view, started.elapsed().as_secs(), ok, failed));
+        }
+        if seconds.is_some_and(|s| started.elapsed() >= Duration::from_secs(s)) {
+            shutdown.trigger();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The terminal version of the status page's table.
+pub fn render_table(view: &crate::edge::admin::AdminView, elapsed_s: u64, ok: u64, failed: u64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "[{elapsed_s:>4}s] client calls: {ok} ok, {failed} failed");
+    for net in view.table() {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>9} {:>9} {:>9} {:>7} {:>6}  state",
+            "provider", "p50", "p99", "success", "share", "drift"
+        );
+        for r in net.providers {
+            let _ = writeln!(
+                out,
+                "  {:<10} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>6}  {}",
+                r.name,
+                r.p50_ms,
+                r.p99_ms,
+                r.success * 100.0,
+                r.share * 100.0,
+                r.lag,
+                r.state
+            );
+        }
+    }
+    out
 }

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -44,6 +43,9 @@ enum Command {
     Demo {
         #[arg(long, default_value = "127.0.0.1:8545")]
         listen: SocketAddr,
+        /// Admin listener: status page and metrics.
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        admin: SocketAddr,
         /// Stop after this many seconds (default: run until Ctrl-C).
         #[arg(long)]
         seconds: Option<u64>,
@@ -65,7 +67,7 @@ fn main() -> anyhow::Result<()> {
             tracing::info!("stopped");
             Ok(())
         }
-        Command::Demo { listen, seconds } => demo(listen, seconds),
+        Command::Demo { listen, admin, seconds } => demo(listen, admin, seconds),
     }
 }
 
@@ -98,51 +100,26 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn demo(listen: SocketAddr, seconds: Option<u64>) -> anyhow::Result<()> {
+fn demo(listen: SocketAddr, admin: SocketAddr, seconds: Option<u64>) -> anyhow::Result<()> {
     let providers = prism::demo::start_providers().context("starting demo providers")?;
-    let config = prism::demo::demo_config(&listen.to_string(), &providers);
+    let config = prism::demo::demo_config(&listen.to_string(), &admin.to_string(), &providers);
     let shutdown = Shutdown::new();
     shutdown.install_signal_handlers()?;
     println!(
-        "Prism demo: http://{listen}/ in front of {} loopback providers:",
+        "Prism demo: JSON-RPC on http://{listen}/ in front of {} loopback providers:",
         providers.len()
     );
     for p in &providers {
-        println!("  {:<9} {:<22} {:?}", p.name, p.addr.to_string(), p.behaviour);
+        println!("  {:<9} {:<22} {}", p.name, p.addr.to_string(), p.behaviour);
     }
+    println!("Status page: http://{admin}/   Metrics: http://{admin}/metrics");
     println!(
         "Try: curl -s -XPOST http://{listen}/ -H 'content-type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_blockNumber\"}}'"
     );
+    println!("Ctrl-C stops it.\n");
     let driver_shutdown = shutdown.clone();
-    let served: Vec<_> = providers.iter().map(|p| (p.name, p.served.clone())).collect();
-    std::thread::spawn(move || {
-        let started = std::time::Instant::now();
-        let (mut ok, mut failed) = (0u64, 0u64);
-        let mut last_print = started;
-        while !driver_shutdown.is_triggered() {
-            if prism::demo::probe_once(listen) {
-                ok += 1
-            } else {
-                failed += 1
-            }
-            if last_print.elapsed() >= Duration::from_secs(2) {
-                last_print = std::time::Instant::now();
-                let table: Vec<String> = served
-                    .iter()
-                    .map(|(n, c)| format!("{n}={}", c.load(std::sync::atomic::Ordering::Relaxed)))
-                    .collect();
-                println!(
-                    "[{:>4}s] client ok={ok} failed={failed} | served by {}",
-                    started.elapsed().as_secs(),
-                    table.join(" ")
-                );
-            }
-            if seconds.is_some_and(|s| started.elapsed() >= Duration::from_secs(s)) {
-                driver_shutdown.trigger();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
-    prism::app::serve(config, shutdown, |_| {})?;
+    prism::app::serve(config, shutdown, move |view| {
+        std::thread::spawn(move || prism::demo::drive(listen, &view, &driver_shutdown, seconds));
+    })?;
     Ok(())
 }

@@ -242,8 +242,60 @@ impl AdminView {
         }
     }
 
-    pub fn status_json(&self) -> String {
+    /// The provider table: what `/status`, the status page and the demo's terminal table show.
+    pub fn table(&self) -> Vec<NetworkRows> {
         let now = now_ms();
+        self.config
+            .networks
+            .iter()
+            .enumerate()
+            .map(|(n, net)| {
+                let live = &self.lives[n];
+                let health = live.health.load();
+                let best = live.best_head.load(Ordering::Relaxed);
+                let providers = net
+                    .providers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let h = health.providers.get(i).cloned().unwrap_or_default();
+                        let head = live.providers[i].head.load(Ordering::Relaxed);
+                        ProviderRow {
+                            name: p.name.clone(),
+                            region: p.region.clone(),
+                            state: live.describe(i, now),
+                            head,
+                            lag: best.saturating_sub(head),
+                            p50_ms: h.overall.p50_us as f64 / 1000.0,
+                            p99_ms: h.overall.p99_us as f64 / 1000.0,
+                            success: if h.overall.calls == 0 {
+                                1.0
+                            } else {
+                                1.0 - h.overall.error_rate()
+                            },
+                            share: h.share,
+                            calls: h.overall.calls,
+                            failures: h.overall.failures,
+                            throttled: h.throttled,
+                            cooldown_ms: live.providers[i].breaker.cooldown_ms(),
+                            overflow: p.overflow,
+                        }
+                    })
+                    .collect();
+                NetworkRows {
+                    name: net.name.clone(),
+                    kind: match net.kind {
+                        NetworkKind::Evm => "evm",
+                        NetworkKind::SolanaMagic => "solana-magic",
+                    },
+                    best_head: best,
+                    providers,
+                }
+            })
+            .collect()
+    }
+
+    pub fn status_json(&self) -> String {
         let mut out = String::with_capacity(4096);
         let _ = write!(
             out,
@@ -252,50 +304,38 @@ impl AdminView {
             self.started.elapsed().as_secs(),
             self.open_connections.load(Ordering::Relaxed)
         );
-        for (n, net) in self.config.networks.iter().enumerate() {
-            let live = &self.lives[n];
-            let health = live.health.load();
-            let best = live.best_head.load(Ordering::Relaxed);
+        for (n, net) in self.table().iter().enumerate() {
             if n > 0 {
                 out.push(',');
             }
-            let kind = match net.kind {
-                NetworkKind::Evm => "evm",
-                NetworkKind::SolanaMagic => "solana-magic",
-            };
             let _ = write!(
                 out,
-                r#"{{"name":{},"kind":"{kind}","bestHead":{best},"providers":["#,
-                json_str(&net.name)
+                r#"{{"name":{},"kind":"{}","bestHead":{},"providers":["#,
+                json_str(&net.name),
+                net.kind,
+                net.best_head
             );
-            for (i, p) in net.providers.iter().enumerate() {
-                let pl = &live.providers[i];
-                let h = health.providers.get(i).cloned().unwrap_or_default();
-                let head = pl.head.load(Ordering::Relaxed);
+            for (i, r) in net.providers.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                let success = if h.overall.calls == 0 {
-                    1.0
-                } else {
-                    1.0 - h.overall.error_rate()
-                };
                 let _ = write!(
                     out,
-                    r#"{{"name":{},"region":{},"state":"{}","head":{head},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{}}}"#,
-                    json_str(&p.name),
-                    p.region.as_deref().map_or("null".to_string(), json_str),
-                    live.describe(i, now),
-                    best.saturating_sub(head),
-                    h.overall.p50_us as f64 / 1000.0,
-                    h.overall.p99_us as f64 / 1000.0,
-                    success,
-                    h.share,
-                    h.overall.calls,
-                    h.overall.failures,
-                    h.throttled,
-                    pl.breaker.cooldown_ms(),
-                    p.overflow,
+                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{}}}"#,
+                    json_str(&r.name),
+                    r.region.as_deref().map_or("null".to_string(), json_str),
+                    r.state,
+                    r.head,
+                    r.lag,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.success,
+                    r.share,
+                    r.calls,
+                    r.failures,
+                    r.throttled,
+                    r.cooldown_ms,
+                    r.overflow,
                 );
             }
             out.push_str("]}");
@@ -303,6 +343,34 @@ impl AdminView {
         out.push_str("]}");
         out
     }
+}
+
+/// One network's rows of the provider table.
+#[derive(Debug, Clone)]
+pub struct NetworkRows {
+    pub name: String,
+    pub kind: &'static str,
+    pub best_head: u64,
+    pub providers: Vec<ProviderRow>,
+}
+
+/// One provider as operators see it. Rolling figures are over the last 5 minutes.
+#[derive(Debug, Clone)]
+pub struct ProviderRow {
+    pub name: String,
+    pub region: Option<String>,
+    pub state: &'static str,
+    pub head: u64,
+    pub lag: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub success: f64,
+    pub share: f64,
+    pub calls: u64,
+    pub failures: u64,
+    pub throttled: u64,
+    pub cooldown_ms: u64,
+    pub overflow: bool,
 }
 
 fn json_str(s: &str) -> String {

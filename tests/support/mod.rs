@@ -1,0 +1,133 @@
+//! Shared test support, included by each integration test file with `mod support;`.
+//!
+//! - [`fake`]: `FakeProvider`, a misbehaving JSON-RPC upstream on loopback.
+//! - [`prism`]: the `Prism` harness that runs the real binary, and `run_cli` for `prism check`.
+//! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
+//! - [`json`]: a raw JSON span scanner for byte-exact assertions.
+#![allow(dead_code, unused_imports)]
+
+pub mod fake;
+pub mod http;
+pub mod json;
+pub mod prism;
+
+pub use fake::{Call, FakeProvider, Garbage, Mode, Reply, BACKGROUND_METHODS};
+pub use http::{Conn, Response};
+pub use prism::{Prism, PrismBuilder};
+
+use std::time::{Duration, Instant};
+
+/// Polls `f` every 10 ms until it returns true or `within` passes; returns its last answer.
+pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":ID,"method":"METHOD","params":PARAMS}` with `id` and `params` as raw JSON text.
+pub fn call(id: &str, method: &str, params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)
+}
+
+/// A notification (no id).
+pub fn notification(method: &str, params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params}}}"#)
+}
+
+/// `[a,b,...]`.
+pub fn batch(items: &[String]) -> String {
+    format!("[{}]", items.join(","))
+}
+
+/// Raw span of `key` in a JSON-RPC response object (panics with the body when absent).
+pub fn raw_field<'a>(obj: &'a [u8], key: &str) -> &'a [u8] {
+    json::field(obj, key).unwrap_or_else(|| panic!("no {key:?} in {:?}", json::text(obj)))
+}
+
+/// Asserts a successful JSON-RPC response object (raw bytes) with this raw id and returns its raw result.
+pub fn expect_result<'a>(obj: &'a [u8], id: &str) -> &'a [u8] {
+    let fields = json::object(obj).unwrap_or_else(|e| panic!("not a JSON object: {e}"));
+    let get = |k: &str| fields.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
+    assert_eq!(
+        get("jsonrpc"),
+        Some(&b"\"2.0\""[..]),
+        "jsonrpc member in {:?}",
+        json::text(obj)
+    );
+    assert_eq!(
+        get("id").map(json::text),
+        Some(id.to_string()),
+        "id bytes in {:?}",
+        json::text(obj)
+    );
+    assert!(get("error").is_none(), "unexpected error in {:?}", json::text(obj));
+    get("result").unwrap_or_else(|| panic!("no result in {:?}", json::text(obj)))
+}
+
+/// Asserts a JSON-RPC error object (raw bytes) with this code; returns `error` as a serde value.
+pub fn expect_error(obj: &[u8], code: i64) -> serde_json::Value {
+    let err = json::field(obj, "error").unwrap_or_else(|| panic!("no error member in {:?}", json::text(obj)));
+    let err: serde_json::Value = serde_json::from_slice(err).unwrap();
+    assert_eq!(err["code"].as_i64(), Some(code), "error code in {:?}", json::text(obj));
+    assert!(err["message"].is_string(), "error message in {:?}", json::text(obj));
+    assert!(
+        json::field(obj, "result").is_none(),
+        "both result and error in {:?}",
+        json::text(obj)
+    );
+    assert_eq!(
+        json::field(obj, "jsonrpc"),
+        Some(&b"\"2.0\""[..]),
+        "jsonrpc member in {:?}",
+        json::text(obj)
+    );
+    err
+}
+
+/// Asserts an HTTP 200 JSON-RPC single error response with this code and returns (error, raw id).
+pub fn expect_http_error(resp: &Response, code: i64) -> (serde_json::Value, String) {
+    assert_eq!(resp.status, 200, "HTTP status: {}", resp.describe());
+    let body = json::whole(&resp.body).unwrap_or_else(|e| panic!("body not JSON: {e}: {}", resp.describe()));
+    assert_eq!(
+        body.first(),
+        Some(&b'{'),
+        "expected one error object: {}",
+        resp.describe()
+    );
+    let err = expect_error(body, code);
+    (err, json::text(raw_field(body, "id")))
+}
+
+/// Asserts an HTTP 200 single success response with this id; returns the raw result bytes.
+pub fn expect_http_result(resp: &Response, id: &str) -> Vec<u8> {
+    assert_eq!(resp.status, 200, "HTTP status: {}", resp.describe());
+    let body = json::whole(&resp.body).unwrap_or_else(|e| panic!("body not JSON: {e}: {}", resp.describe()));
+    expect_result(body, id).to_vec()
+}
+
+/// The items of a batch response (panics when the body is not an array).
+pub fn batch_items(resp: &Response) -> Vec<Vec<u8>> {
+    assert_eq!(resp.status, 200, "HTTP status: {}", resp.describe());
+    json::array(&resp.body)
+        .unwrap_or_else(|e| panic!("expected a JSON array: {e}: {}", resp.describe()))
+        .into_iter()
+        .map(|s| s.to_vec())
+        .collect()
+}
+
+/// Asserts that no client-caused call reached this provider (Prism's own probes are ignored).
+pub fn assert_no_client_calls(fake: &FakeProvider, what: &str) {
+    let calls = fake.client_calls();
+    assert!(
+        calls.is_empty(),
+        "{what}: the upstream received {:?}",
+        calls.iter().map(|c| json::text(&c.raw)).collect::<Vec<_>>()
+    );
+}

@@ -1,0 +1,439 @@
+//! The `Prism` harness: runs the real `prism` binary on a config written to a temp dir.
+//!
+//! ```ignore
+//! let fake = FakeProvider::start();
+//! let prism = Prism::builder().provider(&fake).limit("max_batch", 5).start();
+//! let resp = prism.rpc(br#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#);
+//! ```
+//!
+//! - the listen port is picked once (bind 127.0.0.1:0, read, drop; never handed out twice in this process)
+//!   because every shard binds the same port with SO_REUSEPORT;
+//! - `start` polls until the port accepts connections (deadline 15 s) and fails early, with the log, when
+//!   the process exits first;
+//! - stdout and stderr go to `prism.log` in the temp dir; the log is printed when a test panics while the
+//!   harness is alive;
+//! - the process is killed on drop.
+
+use super::http::{self, Conn, Response};
+use std::collections::BTreeSet;
+use std::fmt::Display;
+use std::fs::{self, File};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_prism");
+
+/// A loopback port that was free a moment ago and was never handed out before in this process.
+pub fn free_port() -> u16 {
+    static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if USED.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+}
+
+/// A fresh directory under cargo's target tmp dir, named after the running test.
+pub fn temp_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name: String = thread::current()
+        .name()
+        .unwrap_or("test")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "prism-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A [`temp_dir`] removed on drop (kept when the test panics, for a look).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch(temp_dir())
+    }
+    /// Writes `text` to `name` in the dir; returns its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Limits every test config starts from (small and fast; override with [`PrismBuilder::limit`]).
+pub const DEFAULT_LIMITS: &[(&str, &str)] = &[
+    ("max_body_bytes", "65536"),
+    ("max_header_bytes", "8192"),
+    ("max_batch", "10"),
+    ("max_depth", "16"),
+    ("max_connections", "100"),
+    ("request_deadline_ms", "2000"),
+    ("idle_timeout_ms", "500"),
+    ("client_timeout_ms", "500"),
+    ("upstream_connect_timeout_ms", "500"),
+    ("drain_timeout_ms", "3000"),
+];
+
+/// One `[[networks]]` entry of a generated config.
+struct NetworkSpec {
+    name: String,
+    chain_id: u64,
+    /// (provider name, url)
+    providers: Vec<(String, String)>,
+}
+
+pub struct PrismBuilder {
+    shards: u32,
+    limits: Vec<(String, String)>,
+    networks: Vec<NetworkSpec>,
+    extra: String,
+    env: Vec<(String, String)>,
+}
+
+impl PrismBuilder {
+    /// Shards 1, [`DEFAULT_LIMITS`], no network yet.
+    pub fn new() -> PrismBuilder {
+        PrismBuilder {
+            shards: 1,
+            limits: DEFAULT_LIMITS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            networks: Vec::new(),
+            extra: String::new(),
+            env: Vec::new(),
+        }
+    }
+    pub fn shards(mut self, n: u32) -> Self {
+        self.shards = n;
+        self
+    }
+    /// Sets a `[limits]` key (TOML value text: numbers as is, strings quoted by the caller).
+    pub fn limit(mut self, key: &str, value: impl Display) -> Self {
+        let value = value.to_string();
+        match self.limits.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.limits.push((key.to_string(), value)),
+        }
+        self
+    }
+    /// Adds a network (providers added next go to it).
+    pub fn network(mut self, name: &str, chain_id: u64) -> Self {
+        self.networks.push(NetworkSpec {
+            name: name.to_string(),
+            chain_id,
+            providers: Vec::new(),
+        });
+        self
+    }
+    /// Adds a fake provider to the last network (creating network "testnet", chain 4663, if none).
+    pub fn provider(self, fake: &super::FakeProvider) -> Self {
+        let url = fake.url();
+        self.provider_url(&url)
+    }
+    /// Adds a provider by URL to the last network; it is named `p1`, `p2` ... within its network.
+    pub fn provider_url(mut self, url: &str) -> Self {
+        if self.networks.is_empty() {
+            self = self.network("testnet", 4663);
+        }
+        let net = self.networks.last_mut().unwrap();
+        let name = format!("p{}", net.providers.len() + 1);
+        net.providers.push((name, url.to_string()));
+        self
+    }
+    pub fn providers(mut self, fakes: &[&super::FakeProvider]) -> Self {
+        for f in fakes {
+            self = self.provider(f);
+        }
+        self
+    }
+    /// TOML appended after everything else (e.g. `[policy.retry]` tables).
+    pub fn extra_toml(mut self, toml: &str) -> Self {
+        self.extra.push_str(toml);
+        self.extra.push('\n');
+        self
+    }
+    /// An environment variable for the process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// The config text for a given listen address.
+    pub fn config_toml(&self, listen: SocketAddr) -> String {
+        let mut t = format!(
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"127.0.0.1:0\"\nshards = {}\npin_cores = false\n\n[limits]\n",
+            self.shards
+        );
+        for (k, v) in &self.limits {
+            t.push_str(&format!("{k} = {v}\n"));
+        }
+        for net in &self.networks {
+            t.push_str(&format!(
+                "\n[[networks]]\nname = \"{}\"\nkind = \"evm\"\nchain_id = {}\n",
+                net.name, net.chain_id
+            ));
+            for (pname, url) in &net.providers {
+                t.push_str(&format!(
+                    "\n  [[networks.providers]]\n  name = \"{pname}\"\n  url = \"{url}\"\n"
+                ));
+            }
+        }
+        if !self.extra.is_empty() {
+            t.push('\n');
+            t.push_str(&self.extra);
+        }
+        t
+    }
+
+    /// Writes the config, spawns `prism serve`, waits until the listen port accepts connections.
+    pub fn start(self) -> Prism {
+        let port = free_port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let toml = self.config_toml(addr);
+        Prism::spawn_with_config(&toml, addr, &self.env)
+    }
+}
+
+impl Default for PrismBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct Prism {
+    child: Child,
+    addr: SocketAddr,
+    pub dir: PathBuf,
+    pub config_path: PathBuf,
+    log_path: PathBuf,
+    exit: Option<ExitStatus>,
+}
+
+impl Prism {
+    pub fn builder() -> PrismBuilder {
+        PrismBuilder::new()
+    }
+
+    /// Prism with default limits in front of these providers (network "testnet").
+    pub fn start(fakes: &[&super::FakeProvider]) -> Prism {
+        PrismBuilder::new().providers(fakes).start()
+    }
+
+    /// Spawns `prism serve` on a given config text whose `server.listen` is `addr`.
+    pub fn spawn_with_config(toml: &str, addr: SocketAddr, env: &[(String, String)]) -> Prism {
+        let dir = temp_dir();
+        let config_path = dir.join("prism.toml");
+        fs::write(&config_path, toml).unwrap();
+        let log_path = dir.join("prism.log");
+        let log = File::create(&log_path).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve").arg("--config").arg(&config_path);
+        cmd.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        cmd.env("RUST_BACKTRACE", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let mut p = Prism {
+            child,
+            addr,
+            dir,
+            config_path,
+            log_path,
+            exit: None,
+        };
+        p.wait_listening(Duration::from_secs(15));
+        p
+    }
+
+    fn wait_listening(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                self.exit = Some(st);
+                panic!(
+                    "prism exited ({st}) before listening on {}; config:\n{}\nlog:\n{}",
+                    self.addr,
+                    self.config(),
+                    self.log()
+                );
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "prism did not listen on {} within {within:?}; log:\n{}",
+                    self.addr,
+                    self.log()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    pub fn config(&self) -> String {
+        fs::read_to_string(&self.config_path).unwrap_or_default()
+    }
+    /// Everything the process wrote to stdout and stderr so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// A new client connection.
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.addr)
+    }
+    /// POSTs `body` to `/` on a new connection and reads the response.
+    pub fn rpc(&self, body: &[u8]) -> Response {
+        self.rpc_at("/", body)
+    }
+    /// POSTs `body` to `path` on a new connection and reads the response.
+    pub fn rpc_at(&self, path: &str, body: &[u8]) -> Response {
+        self.conn().request(&http::post(path, body))
+    }
+
+    /// Sends a signal (libc::SIGTERM, SIGINT ...).
+    pub fn signal(&self, sig: i32) {
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.try_exit().is_none()
+    }
+
+    fn try_exit(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().unwrap();
+        }
+        self.exit
+    }
+
+    /// Waits up to `within` for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(st) = self.try_exit() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Prism {
+    fn drop(&mut self) {
+        if self.try_exit().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if thread::panicking() {
+            let log = self.log();
+            let tail = if log.len() > 12000 {
+                &log[log.len() - 12000..]
+            } else {
+                &log[..]
+            };
+            eprintln!(
+                "---- prism log ({}) ----\n{tail}\n---- end of prism log ----",
+                self.log_path.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Output of a finished `prism` CLI run.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+    /// stdout and stderr together.
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `prism ARGS` to completion (killed after `within`, which fails the test), with extra env.
+pub fn run_cli(args: &[&str], env: &[(&str, &str)], within: Duration) -> CliOutput {
+    let dir = temp_dir();
+    let out = dir.join("stdout");
+    let err = dir.join("stderr");
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`prism {}` did not finish within {within:?}; stdout {:?} stderr {:?}",
+                args.join(" "),
+                fs::read_to_string(&out).unwrap_or_default(),
+                fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let o = CliOutput {
+        status,
+        stdout: fs::read_to_string(&out).unwrap_or_default(),
+        stderr: fs::read_to_string(&err).unwrap_or_default(),
+    };
+    let _ = fs::remove_dir_all(&dir);
+    o
+}
