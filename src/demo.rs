@@ -100,15 +100,14 @@ fn serve_conn(stream: TcpStream, behaviour: Behaviour, epoch: Instant, served: &
             }
         };
         served.fetch_add(1, Ordering::Relaxed);
-        let resp = format!(
+        // One write: a head and body in two segments would meet Nagle and delayed ACKs (40 ms).
+        let mut resp = format!(
             "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             reply.len()
-        );
-        if writer
-            .write_all(resp.as_bytes())
-            .and_then(|_| writer.write_all(&reply))
-            .is_err()
-        {
+        )
+        .into_bytes();
+        resp.extend_from_slice(&reply);
+        if writer.write_all(&resp).is_err() {
             return;
         }
     }
@@ -168,8 +167,13 @@ pub fn probe_once(prism: SocketAddr) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
-    let req = format!("POST / HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    if s.write_all(req.as_bytes()).and_then(|_| s.write_all(body)).is_err() {
+    let mut req = format!(
+        "POST / HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    if s.write_all(&req).is_err() {
         return false;
     }
     let mut resp = String::new();

@@ -265,7 +265,8 @@ impl AdminView {
                             region: p.region.clone(),
                             state: live.describe(i, now),
                             head,
-                            lag: best.saturating_sub(head),
+                            // A provider that never reported a head has no drift to show.
+                            lag: if head == 0 { 0 } else { best.saturating_sub(head) },
                             p50_ms: h.overall.p50_us as f64 / 1000.0,
                             p99_ms: h.overall.p99_us as f64 / 1000.0,
                             success: if h.overall.calls == 0 {
