@@ -10,6 +10,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, NetworkKind};
+use crate::core::cache::ResultCache;
+use crate::core::dedupe::InFlight;
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::{NetworkRoute, Upstream};
@@ -247,6 +249,16 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared:
                 }
             }
             sweeper.recorder.flush();
+            let (mut bytes, mut entries, mut evictions) = (0, 0, 0);
+            for route in sweeper.routes.iter() {
+                if let Some(cache) = &route.cache {
+                    cache.compact_index();
+                    bytes += cache.bytes();
+                    entries += cache.len() as u64;
+                    evictions += cache.evictions();
+                }
+            }
+            sweeper.recorder.metrics().set_cache(bytes, entries, evictions);
         }
     });
     let mut k = 0;
@@ -331,6 +343,12 @@ fn build_shard(
             retry: config.policy.retry.clone(),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
+            cache: config
+                .cache
+                .enabled
+                .then(|| ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes)),
+            cache_depth: config.networks[index].cache_depth_blocks,
+            inflight: config.cache.dedupe.then(InFlight::default),
         });
         not_served.push(match n.kind {
             NetworkKind::Evm => None,

@@ -15,6 +15,33 @@ pub struct Config {
     pub keys: Vec<Key>,
     #[serde(default)]
     pub cluster: Option<Cluster>,
+    #[serde(default)]
+    pub cache: CacheConfig,
+}
+
+/// In-flight deduplication and the deterministic-result cache (per shard).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Identical in-flight reads share one upstream call.
+    pub dedupe: bool,
+    /// Cache answers that can never change.
+    pub enabled: bool,
+    /// Memory bound per shard, in bytes (keys and values).
+    pub max_bytes: u64,
+    /// Answers larger than this are not cached.
+    pub max_entry_bytes: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            dedupe: true,
+            enabled: true,
+            max_bytes: 32 * 1024 * 1024,
+            max_entry_bytes: 1024 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -202,6 +229,9 @@ pub struct Network {
     pub max_drift_blocks: u64,
     #[serde(default = "default_hwm_tolerance_blocks")]
     pub hwm_tolerance_blocks: u64,
+    /// Reads pinned to a block number at least this far below the pool's head may be cached.
+    #[serde(default = "default_cache_depth_blocks")]
+    pub cache_depth_blocks: u64,
     /// Solana magic router: the delegation program id.
     #[serde(default)]
     pub delegation_program: Option<String>,
@@ -318,6 +348,9 @@ fn default_max_drift_blocks() -> u64 {
 }
 fn default_hwm_tolerance_blocks() -> u64 {
     2
+}
+fn default_cache_depth_blocks() -> u64 {
+    64
 }
 fn default_weight() -> f64 {
     1.0

@@ -15,11 +15,15 @@ use crate::config::{Jitter, RetryOn, Strategy, Weights};
 use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::telemetry::clock::now_ms;
+use crate::telemetry::metrics::Reuse;
 use crate::telemetry::recorder::Outcome;
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::TransportError;
 
 use super::breaker::Transition;
+use super::cache::{answer_cacheable, request_pin, revealed_block};
+use super::canon::canonical_key;
+use super::dedupe::Role;
 use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use super::marks::MarkKey;
 use super::methods::{block_ref, lookup, BlockRef, HeadHint, Kind, MethodInfo};
@@ -142,11 +146,96 @@ pub async fn forward(
         }
         _ => {}
     }
+    if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
+        if let Some(key) = canonical_key(&call.method, &info, call.params) {
+            return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
+        }
+    }
+    upstream(route, call, info, caller, deadline, ids).await
+}
+
+/// Sends the call upstream (with retries), under a fresh Prism id.
+async fn upstream(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
     let id = ids.get();
     ids.set(id.wrapping_add(1));
     let mut body = Vec::with_capacity(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
     Attempts::new(route, call, info, caller, deadline).run(&body, id).await
+}
+
+/// A read: answered from the cache when its answer can never change, joined to an identical read already
+/// in flight, or sent upstream as the leader of any that arrive meanwhile.
+async fn reuse_or_forward(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+    key: Vec<u8>,
+) -> CallOutcome {
+    let metrics = route.recorder.metrics();
+    let block = block_ref(&info, call.params);
+    let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
+    let pin = route
+        .cache
+        .as_ref()
+        .and_then(|_| request_pin(&call.method, &info, block, call.params, head, route.cache_depth));
+    if let (Some(cache), Some(_)) = (&route.cache, pin) {
+        if let Some(value) = cache.get(&key) {
+            metrics.reuse(Reuse::CacheHit);
+            return CallOutcome::Answer {
+                body: value.to_vec(),
+                value: 0..value.len(),
+                is_error: false,
+            };
+        }
+        metrics.reuse(Reuse::CacheMiss);
+    }
+    let store = |outcome: &CallOutcome, key: Vec<u8>| {
+        if let (Some(cache), Some(pin), CallOutcome::Answer { body, value, is_error }) = (&route.cache, pin, outcome) {
+            if answer_cacheable(&call.method, &body[value.clone()], *is_error) {
+                cache.insert(key, &body[value.clone()], pin);
+            }
+        }
+    };
+    let Some(inflight) = &route.inflight else {
+        let outcome = upstream(route, call, info, caller, deadline, ids).await;
+        store(&outcome, key);
+        return outcome;
+    };
+    // Head-sensitive reads only join callers held to the same high-water mark.
+    let mut join_key = key.clone();
+    if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest {
+        match caller.mark {
+            MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
+            MarkKey::Session(h) => join_key.extend_from_slice(&h.to_le_bytes()),
+        }
+        join_key.push(u8::from(matches!(caller.mark, MarkKey::Session(_))));
+    }
+    match inflight.join_or_lead(join_key) {
+        Role::Follower(slot) => {
+            metrics.reuse(Reuse::Joined);
+            match slot.wait().await {
+                Some(outcome) => outcome,
+                // The leader's client went away before it finished: ask ourselves.
+                None => upstream(route, call, info, caller, deadline, ids).await,
+            }
+        }
+        Role::Leader(leader) => {
+            let outcome = upstream(route, call, info, caller, deadline, ids).await;
+            store(&outcome, key);
+            leader.finish(&outcome);
+            outcome
+        }
+    }
 }
 
 /// `eth_chainId` / `net_version` from config: every serving provider was checked to match it.
@@ -494,6 +583,14 @@ impl<'r, 'c> Attempts<'r, 'c> {
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, i: usize, body: Vec<u8>, value: Range<usize>, is_error: bool, _more: bool) -> CallOutcome {
+        if let (Some(cache), false) = (&self.route.cache, is_error) {
+            if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
+                let dropped = cache.observe_block(height, hash);
+                if dropped > 0 {
+                    tracing::warn!(network = %self.route.name, height, dropped, "reorg: cached answers at or above this height dropped");
+                }
+            }
+        }
         if !is_error {
             if let Some(h) = revealed_head(&self.info, self.latest, &body[value.clone()]) {
                 self.route.live.observe_head(i, h);

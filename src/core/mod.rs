@@ -2,6 +2,9 @@
 //! judged: breakers, scoring router, retries, chain view and per-client high-water marks.
 
 pub mod breaker;
+pub mod cache;
+pub mod canon;
+pub mod dedupe;
 pub mod classify;
 pub mod forward;
 pub mod marks;

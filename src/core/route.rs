@@ -5,6 +5,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::cache::ResultCache;
+use super::dedupe::InFlight;
 use super::router::ProviderStatic;
 use super::state::NetworkLive;
 use crate::config::RetryPolicy;
@@ -28,6 +30,11 @@ pub struct NetworkRoute {
     pub recorder: Rc<Recorder>,
     /// Rotation counter for ties and round robin.
     pub rotation: Cell<usize>,
+    /// This shard's deterministic-result cache for the network (`None` when disabled).
+    pub cache: Option<ResultCache>,
+    pub cache_depth: u64,
+    /// This shard's in-flight reads (`None` when deduplication is disabled).
+    pub inflight: Option<InFlight>,
 }
 
 impl NetworkRoute {

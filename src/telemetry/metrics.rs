@@ -85,6 +85,18 @@ pub struct ShardMetrics {
     keys: Vec<KeyMetrics>,
     /// HTTP-level refusals by status (401, 403, 408, 413, 429, 431, ...).
     refusals: Vec<(u16, AtomicU64)>,
+    /// Cache hits, misses, dedupe joins.
+    reuse: [AtomicU64; 3],
+    /// Cache bytes, entries, evictions (set by the shard's housekeeping).
+    cache: [AtomicU64; 3],
+}
+
+/// Ways a call was answered without its own upstream request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    CacheHit = 0,
+    CacheMiss = 1,
+    Joined = 2,
 }
 
 const REFUSAL_STATUSES: [u16; 10] = [400, 401, 403, 404, 405, 408, 411, 413, 429, 431];
@@ -102,7 +114,19 @@ impl ShardMetrics {
                 .collect(),
             keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
             refusals: REFUSAL_STATUSES.iter().map(|&s| (s, AtomicU64::new(0))).collect(),
+            reuse: Default::default(),
+            cache: Default::default(),
         }
+    }
+
+    pub fn reuse(&self, r: Reuse) {
+        self.reuse[r as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn set_cache(&self, bytes: u64, entries: u64, evictions: u64) {
+        self.cache[0].store(bytes, Ordering::Relaxed);
+        self.cache[1].store(entries, Ordering::Relaxed);
+        self.cache[2].store(evictions, Ordering::Relaxed);
     }
 
     pub fn call(&self, network: usize, method_index: usize, result: CallResult, latency_us: u64) {
@@ -259,6 +283,28 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             });
             let _ = writeln!(out, "{name}{{key=\"{l}\"}} {v}");
         }
+    }
+    for (i, (name, help)) in [
+        ("prism_cache_hits_total", "Calls answered from the deterministic-result cache."),
+        ("prism_cache_misses_total", "Cacheable calls that had to go upstream."),
+        ("prism_dedupe_joins_total", "Calls that joined an identical in-flight read instead of going upstream."),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {}", sum(shards, |s| s.reuse[i].load(Ordering::Relaxed)));
+    }
+    for (i, (name, help, kind)) in [
+        ("prism_cache_bytes", "Bytes held by the caches (keys and values), all shards.", "gauge"),
+        ("prism_cache_entries", "Entries held by the caches, all shards.", "gauge"),
+        ("prism_cache_evictions_total", "Entries evicted to keep the memory bound.", "counter"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
     }
     out.push_str("# HELP prism_http_refusals_total Requests refused at the HTTP layer, by status.\n");
     out.push_str("# TYPE prism_http_refusals_total counter\n");
