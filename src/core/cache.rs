@@ -44,7 +44,14 @@ fn by_hash(method: &str) -> bool {
 }
 
 /// Whether a request's answer could be cached, given the pool's best head.
-pub fn request_pin(method: &str, info: &MethodInfo, block: BlockRef, params: Option<&[u8]>, head: u64, depth: u64) -> Option<Pin> {
+pub fn request_pin(
+    method: &str,
+    info: &MethodInfo,
+    block: BlockRef,
+    params: Option<&[u8]>,
+    head: u64,
+    depth: u64,
+) -> Option<Pin> {
     if !info.cacheable || !matches!(info.kind, Kind::Read | Kind::Local) || info.head == HeadHint::ResultIsHead {
         return None;
     }
@@ -151,7 +158,13 @@ impl ResultCache {
         let evictions = CountEvictions::default();
         let estimated = (max_bytes / 1024).clamp(16, 1 << 20) as usize;
         ResultCache {
-            entries: RefCell::new(Cache::with(estimated, max_bytes.max(1), Bytes, ahash::RandomState::new(), evictions.clone())),
+            entries: RefCell::new(Cache::with(
+                estimated,
+                max_bytes.max(1),
+                Bytes,
+                ahash::RandomState::new(),
+                evictions.clone(),
+            )),
             by_height: RefCell::new(BTreeMap::new()),
             hashes: RefCell::new(BTreeMap::new()),
             evictions,
@@ -170,7 +183,13 @@ impl ResultCache {
         if let Pin::Height(h) = pin {
             self.by_height.borrow_mut().entry(h).or_default().push(key.clone());
         }
-        self.entries.borrow_mut().insert(key, Entry { value: Rc::from(value), pin });
+        self.entries.borrow_mut().insert(
+            key,
+            Entry {
+                value: Rc::from(value),
+                pin,
+            },
+        );
     }
 
     /// Records a block an answer revealed; a different hash at a known height is a reorg there.
@@ -199,7 +218,10 @@ impl ResultCache {
         let mut entries = self.entries.borrow_mut();
         let mut dropped = 0;
         for key in stale {
-            if entries.remove_if(&key, |e| matches!(e.pin, Pin::Height(h) if h >= height)).is_some() {
+            if entries
+                .remove_if(&key, |e| matches!(e.pin, Pin::Height(h) if h >= height))
+                .is_some()
+            {
                 dropped += 1;
             }
         }
@@ -247,22 +269,49 @@ mod tests {
     #[test]
     fn what_may_be_cached() {
         assert_eq!(pin("eth_getBalance", r#"["0xa","0x10"]"#, 1000), Some(Pin::Height(16)));
-        assert_eq!(pin("eth_getBalance", r#"["0xa","0x3c0"]"#, 1000), None, "too close to the head");
+        assert_eq!(
+            pin("eth_getBalance", r#"["0xa","0x3c0"]"#, 1000),
+            None,
+            "too close to the head"
+        );
         assert_eq!(pin("eth_getBalance", r#"["0xa","latest"]"#, 1000), None);
         assert_eq!(pin("eth_getBalance", r#"["0xa","finalized"]"#, 1000), None);
         assert_eq!(pin("eth_getBalance", r#"["0xa"]"#, 1000), None);
-        assert_eq!(pin("eth_call", r#"[{}, {"blockHash":"0xab"}]"#, 1000), Some(Pin::Forever));
-        assert_eq!(pin("eth_getTransactionReceipt", r#"["0xab"]"#, 1000), Some(Pin::Forever));
+        assert_eq!(
+            pin("eth_call", r#"[{}, {"blockHash":"0xab"}]"#, 1000),
+            Some(Pin::Forever)
+        );
+        assert_eq!(
+            pin("eth_getTransactionReceipt", r#"["0xab"]"#, 1000),
+            Some(Pin::Forever)
+        );
         assert_eq!(pin("eth_blockNumber", r#"[]"#, 1000), None);
         assert_eq!(pin("eth_sendRawTransaction", r#"["0x00"]"#, 1000), None);
-        assert_eq!(pin("eth_getLogs", r#"[{"fromBlock":"0x1","toBlock":"0x20"}]"#, 1000), Some(Pin::Height(32)));
-        assert_eq!(pin("eth_getLogs", r#"[{"fromBlock":"0x1","toBlock":"latest"}]"#, 1000), None);
-        assert_eq!(pin("eth_getLogs", r#"[{"blockHash":"0xab"}]"#, 1000), Some(Pin::Forever));
+        assert_eq!(
+            pin("eth_getLogs", r#"[{"fromBlock":"0x1","toBlock":"0x20"}]"#, 1000),
+            Some(Pin::Height(32))
+        );
+        assert_eq!(
+            pin("eth_getLogs", r#"[{"fromBlock":"0x1","toBlock":"latest"}]"#, 1000),
+            None
+        );
+        assert_eq!(
+            pin("eth_getLogs", r#"[{"blockHash":"0xab"}]"#, 1000),
+            Some(Pin::Forever)
+        );
         assert_eq!(pin("eth_gasPrice", r#"[]"#, 1000), None);
         assert!(!answer_cacheable("eth_getTransactionReceipt", b"null", false));
         assert!(!answer_cacheable("eth_call", b"{}", true));
-        assert!(!answer_cacheable("eth_getTransactionByHash", br#"{"blockHash":null}"#, false));
-        assert!(answer_cacheable("eth_getTransactionByHash", br#"{"blockHash":"0x1"}"#, false));
+        assert!(!answer_cacheable(
+            "eth_getTransactionByHash",
+            br#"{"blockHash":null}"#,
+            false
+        ));
+        assert!(answer_cacheable(
+            "eth_getTransactionByHash",
+            br#"{"blockHash":"0x1"}"#,
+            false
+        ));
     }
 
     #[test]

@@ -185,9 +185,7 @@ fn object_len(b: &[u8]) -> Option<usize> {
 
 /// `"0x..."` with only hex digits: addresses, hashes and data, where case carries no meaning.
 fn is_hex(s: &[u8]) -> bool {
-    s.len() >= 4
-        && (s[1..3] == *b"0x" || s[1..3] == *b"0X")
-        && s[3..s.len() - 1].iter().all(u8::is_ascii_hexdigit)
+    s.len() >= 4 && (s[1..3] == *b"0x" || s[1..3] == *b"0X") && s[3..s.len() - 1].iter().all(u8::is_ascii_hexdigit)
 }
 
 #[cfg(test)]
@@ -201,15 +199,36 @@ mod tests {
 
     #[test]
     fn equivalent_forms_share_a_key() {
-        let a = key("eth_call", r#"[{"to":"0xABCdef0000000000000000000000000000000001","data":"0x70a0"},"latest"]"#);
-        let b = key("eth_call", r#"[ { "data" : "0x70A0", "to":"0xabcdef0000000000000000000000000000000001" } ]"#);
+        let a = key(
+            "eth_call",
+            r#"[{"to":"0xABCdef0000000000000000000000000000000001","data":"0x70a0"},"latest"]"#,
+        );
+        let b = key(
+            "eth_call",
+            r#"[ { "data" : "0x70A0", "to":"0xabcdef0000000000000000000000000000000001" } ]"#,
+        );
         assert_eq!(a, b);
-        assert_eq!(key("eth_getBalance", r#"["0xAA","0xA"]"#), key("eth_getBalance", r#"["0xaa","0xa"]"#));
-        assert_eq!(key("eth_getBalance", r#"["0xaa", null]"#), key("eth_getBalance", r#"["0xaa"]"#));
-        assert_eq!(key("eth_getBalance", r#"["0xaa", {"blockNumber":"0x10"}]"#), key("eth_getBalance", r#"["0xaa","0x10"]"#));
         assert_eq!(
-            key("eth_getLogs", r#"[{"fromBlock":"0x10","toBlock":"0x20","address":"0xAB"}]"#),
-            key("eth_getLogs", r#"[{"address":"0xab","toBlock":"0x20","fromBlock":"0x10"}]"#)
+            key("eth_getBalance", r#"["0xAA","0xA"]"#),
+            key("eth_getBalance", r#"["0xaa","0xa"]"#)
+        );
+        assert_eq!(
+            key("eth_getBalance", r#"["0xaa", null]"#),
+            key("eth_getBalance", r#"["0xaa"]"#)
+        );
+        assert_eq!(
+            key("eth_getBalance", r#"["0xaa", {"blockNumber":"0x10"}]"#),
+            key("eth_getBalance", r#"["0xaa","0x10"]"#)
+        );
+        assert_eq!(
+            key(
+                "eth_getLogs",
+                r#"[{"fromBlock":"0x10","toBlock":"0x20","address":"0xAB"}]"#
+            ),
+            key(
+                "eth_getLogs",
+                r#"[{"address":"0xab","toBlock":"0x20","fromBlock":"0x10"}]"#
+            )
         );
     }
 
@@ -241,10 +260,15 @@ mod tests {
             }
         }
         // A method name cannot bleed into params.
-        assert_ne!(key("ab", "[]"), canonical_key("a", &lookup("a"), Some(b"[]")).map(|mut k| {
-            k.push(b'b');
-            k
-        }).unwrap());
+        assert_ne!(
+            key("ab", "[]"),
+            canonical_key("a", &lookup("a"), Some(b"[]"))
+                .map(|mut k| {
+                    k.push(b'b');
+                    k
+                })
+                .unwrap()
+        );
     }
 
     #[test]

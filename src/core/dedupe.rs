@@ -14,7 +14,10 @@ use super::forward::{CallOutcome, ProxyError};
 /// The answer one leader shares.
 #[derive(Clone)]
 enum Shared {
-    Answer { value: Rc<[u8]>, is_error: bool },
+    Answer {
+        value: Rc<[u8]>,
+        is_error: bool,
+    },
     Failed(ProxyError),
     /// The leader was dropped before answering.
     Abandoned,
@@ -146,9 +149,15 @@ mod tests {
     #[test]
     fn followers_get_the_leaders_answer() {
         let t = InFlight::default();
-        let Role::Leader(leader) = t.join_or_lead(b"k".to_vec()) else { panic!() };
-        let Role::Follower(f1) = t.join_or_lead(b"k".to_vec()) else { panic!() };
-        let Role::Follower(f2) = t.join_or_lead(b"k".to_vec()) else { panic!() };
+        let Role::Leader(leader) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
+        let Role::Follower(f1) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
+        let Role::Follower(f2) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
         assert!(matches!(t.join_or_lead(b"other".to_vec()), Role::Leader(_)));
         assert_eq!(leader.finish(&answer(b"\"0x1\"")), 2);
         assert!(t.is_empty());
@@ -166,7 +175,9 @@ mod tests {
     fn an_abandoned_leader_releases_followers() {
         let t = InFlight::default();
         let leader = t.join_or_lead(b"k".to_vec());
-        let Role::Follower(f) = t.join_or_lead(b"k".to_vec()) else { panic!() };
+        let Role::Follower(f) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
         drop(leader);
         assert!(futures_lite::future::block_on(f.wait()).is_none());
         assert!(t.is_empty());

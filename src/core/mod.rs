@@ -4,8 +4,8 @@
 pub mod breaker;
 pub mod cache;
 pub mod canon;
-pub mod dedupe;
 pub mod classify;
+pub mod dedupe;
 pub mod forward;
 pub mod marks;
 pub mod methods;

@@ -285,9 +285,15 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         }
     }
     for (i, (name, help)) in [
-        ("prism_cache_hits_total", "Calls answered from the deterministic-result cache."),
+        (
+            "prism_cache_hits_total",
+            "Calls answered from the deterministic-result cache.",
+        ),
         ("prism_cache_misses_total", "Cacheable calls that had to go upstream."),
-        ("prism_dedupe_joins_total", "Calls that joined an identical in-flight read instead of going upstream."),
+        (
+            "prism_dedupe_joins_total",
+            "Calls that joined an identical in-flight read instead of going upstream.",
+        ),
     ]
     .iter()
     .enumerate()
@@ -296,9 +302,21 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         let _ = writeln!(out, "{name} {}", sum(shards, |s| s.reuse[i].load(Ordering::Relaxed)));
     }
     for (i, (name, help, kind)) in [
-        ("prism_cache_bytes", "Bytes held by the caches (keys and values), all shards.", "gauge"),
-        ("prism_cache_entries", "Entries held by the caches, all shards.", "gauge"),
-        ("prism_cache_evictions_total", "Entries evicted to keep the memory bound.", "counter"),
+        (
+            "prism_cache_bytes",
+            "Bytes held by the caches (keys and values), all shards.",
+            "gauge",
+        ),
+        (
+            "prism_cache_entries",
+            "Entries held by the caches, all shards.",
+            "gauge",
+        ),
+        (
+            "prism_cache_evictions_total",
+            "Entries evicted to keep the memory bound.",
+            "counter",
+        ),
     ]
     .iter()
     .enumerate()
