@@ -14,6 +14,7 @@ use crate::core::cache::ResultCache;
 use crate::core::dedupe::InFlight;
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
+use crate::core::subs::SubHub;
 use crate::core::{NetworkRoute, Upstream};
 use crate::edge::admin::AdminView;
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
@@ -307,7 +308,7 @@ fn build_shard(
         .networks
         .iter()
         .flat_map(|n| &n.providers)
-        .any(|p| p.endpoint.scheme.is_tls())
+        .any(|p| p.endpoint.scheme.is_tls() || p.ws_endpoint.as_ref().is_some_and(|w| w.scheme.is_tls()))
         .then(tls::client_config);
     let mut routes = Vec::new();
     let mut not_served = Vec::new();
@@ -334,7 +335,7 @@ fn build_shard(
                 quota_rps: p.quota_rps.map(f64::from),
             });
         }
-        routes.push(NetworkRoute {
+        routes.push(Rc::new(NetworkRoute {
             index,
             name: n.name.clone(),
             upstreams,
@@ -349,7 +350,13 @@ fn build_shard(
                 .then(|| ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes)),
             cache_depth: config.networks[index].cache_depth_blocks,
             inflight: config.cache.dedupe.then(InFlight::default),
-        });
+            subs: SubHub::default(),
+            ws_urls: n.providers.iter().map(|p| p.ws_endpoint.clone()).collect(),
+            ws_addrs: n.providers.iter().map(|p| p.ws_addrs.clone()).collect(),
+            ws_tls: tls_config.clone(),
+            connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
+            shutdown: shutdown.clone(),
+        }));
         not_served.push(match n.kind {
             NetworkKind::Evm => None,
             NetworkKind::SolanaMagic => Some("solana-magic routing is not served by this build yet"),

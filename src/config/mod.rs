@@ -84,7 +84,10 @@ impl Config {
         let missing = std::cell::RefCell::new(Vec::new());
         let config = Self::from_toml_with(text, |name| {
             std::env::var(name).ok().or_else(|| {
-                missing.borrow_mut().push(name.to_string());
+                let mut missing = missing.borrow_mut();
+                if !missing.iter().any(|m| m == name) {
+                    missing.push(name.to_string());
+                }
                 Some(format!("unset-{name}"))
             })
         })?;

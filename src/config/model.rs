@@ -105,6 +105,8 @@ pub struct Limits {
     pub upstream_idle_timeout_ms: u64,
     /// Largest upstream response accepted.
     pub max_response_bytes: usize,
+    /// Messages queued for one WebSocket client before it is disconnected as too slow.
+    pub ws_max_queue: usize,
 }
 
 impl Default for Limits {
@@ -123,6 +125,7 @@ impl Default for Limits {
             upstream_max_idle: 64,
             upstream_idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
+            ws_max_queue: 1024,
         }
     }
 }

@@ -67,6 +67,7 @@ impl Config {
             ("limits.upstream_connect_timeout_ms", l.upstream_connect_timeout_ms),
             ("limits.upstream_idle_timeout_ms", l.upstream_idle_timeout_ms),
             ("limits.max_response_bytes", l.max_response_bytes as u64),
+            ("limits.ws_max_queue", l.ws_max_queue as u64),
         ] {
             positive(name, v)?;
         }

@@ -12,6 +12,7 @@ pub mod methods;
 pub mod route;
 pub mod router;
 pub mod state;
+pub mod subs;
 pub mod txhash;
 
 pub use forward::{forward, write_upstream_call, CallOutcome, Caller, ProxyError};

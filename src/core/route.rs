@@ -9,9 +9,13 @@ use super::cache::ResultCache;
 use super::dedupe::InFlight;
 use super::router::ProviderStatic;
 use super::state::NetworkLive;
+use super::subs::SubHub;
+use crate::config::Endpoint;
 use crate::config::RetryPolicy;
+use crate::runtime::Shutdown;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
+use std::net::SocketAddr;
 
 /// One provider as seen by one shard: its name and this shard's pool to it.
 pub struct Upstream {
@@ -35,6 +39,14 @@ pub struct NetworkRoute {
     pub cache_depth: u64,
     /// This shard's in-flight reads (`None` when deduplication is disabled).
     pub inflight: Option<InFlight>,
+    /// This shard's client subscriptions and upstream WebSocket links.
+    pub subs: SubHub,
+    /// Each provider's WebSocket endpoint and resolved addresses, if it has one.
+    pub ws_urls: Vec<Option<Endpoint>>,
+    pub ws_addrs: Vec<Arc<[SocketAddr]>>,
+    pub ws_tls: Option<Arc<rustls::ClientConfig>>,
+    pub connect_timeout_ms: u64,
+    pub shutdown: Shutdown,
 }
 
 impl NetworkRoute {

@@ -28,6 +28,8 @@ pub struct RequestHead {
     pub session: Option<u64>,
     /// `Upgrade: websocket` was asked for.
     pub upgrade_websocket: bool,
+    /// `Sec-WebSocket-Key`, for the upgrade's accept hash.
+    pub ws_key: Option<Vec<u8>>,
     /// Length of the head in bytes (request line, headers, blank line).
     pub len: usize,
 }
@@ -119,6 +121,8 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             h.value.trim_ascii().hash(&mut hasher);
             head.session = Some(hasher.finish());
+        } else if name.eq_ignore_ascii_case("sec-websocket-key") {
+            head.ws_key = Some(h.value.trim_ascii().to_vec());
         } else if name.eq_ignore_ascii_case("upgrade") {
             head.upgrade_websocket = has_token(h.value, "websocket");
         }

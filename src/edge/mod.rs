@@ -9,5 +9,6 @@ pub mod reply;
 pub mod rpc;
 pub mod server;
 pub mod tls;
+pub mod ws;
 
 pub use server::{serve, EdgeShard};

@@ -28,7 +28,7 @@ pub struct EdgeShard {
     /// TLS termination, when `[server.tls]` is set.
     pub tls: Option<Arc<super::tls::EdgeTls>>,
     pub limits: Limits,
-    pub routes: Vec<NetworkRoute>,
+    pub routes: Vec<Rc<NetworkRoute>>,
     /// Networks configured but not served by this build (reason shown to clients), by route index.
     pub not_served: Vec<Option<&'static str>>,
     pub rpc: RpcShard,
@@ -134,7 +134,28 @@ enum NoRequest {
     Refuse(u16, &'static str),
 }
 
+/// Who is asking, as routing cares: the key's strategy and weights, and whose high-water mark applies
+/// (the session's when `x-prism-session` is sent, else the key's).
+fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
+    Caller {
+        strategy: key.map_or(Strategy::Score, |k| k.strategy),
+        weights: key.map_or_else(Weights::default, |k| k.weights),
+        mark: match head.session {
+            Some(h) => MarkKey::Session(h),
+            None => key.map_or(MarkKey::Key(0), |k| k.mark()),
+        },
+    }
+}
+
+/// A request asked to become a WebSocket; the connection loop hands the socket over.
+struct Upgrade {
+    route: usize,
+    caller: Caller,
+    key: Option<usize>,
+}
+
 struct Connection<'s, S> {
+    upgrade: Option<Upgrade>,
     stream: S,
     buf: ReadBuf,
     out: Vec<u8>,
@@ -144,6 +165,7 @@ struct Connection<'s, S> {
 impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
     fn new(stream: S, shard: &'s EdgeShard) -> Self {
         Connection {
+            upgrade: None,
             stream,
             buf: ReadBuf::with_capacity(READ_CHUNK),
             out: Vec::with_capacity(1024),
@@ -167,6 +189,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
             let keep_alive = self.respond(&head, &body, keep_alive).await && keep_alive;
+            if let Some(up) = self.upgrade.take() {
+                let Connection { stream, shard, .. } = self;
+                let key = up.key.and_then(|i| shard.keys.entries().get(i - 1));
+                super::ws::serve_client(stream, shard, shard.routes[up.route].clone(), up.caller, key).await;
+                return;
+            }
             self.buf.shrink_to(64 * 1024);
             if !keep_alive {
                 let _ = self.stream.close().await;
@@ -358,6 +386,31 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 };
                 write_http(&mut self.out, 204, b"", &m);
             }
+            Method::Get if head.upgrade_websocket => {
+                let Some(ws_key) = head.ws_key.as_deref() else {
+                    return self
+                        .refuse(
+                            400,
+                            INVALID_REQUEST,
+                            "WebSocket upgrade without Sec-WebSocket-Key",
+                            false,
+                            origin,
+                        )
+                        .await;
+                };
+                if let Some(why) = self.shard.not_served[route] {
+                    return self.refuse(501, -32603, why, false, origin).await;
+                }
+                let accept = super::ws::accept_key(ws_key);
+                self.out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
+                self.out.extend_from_slice(accept.as_bytes());
+                self.out.extend_from_slice(b"\r\n\r\n");
+                self.upgrade = Some(Upgrade {
+                    route,
+                    caller: caller(key, head),
+                    key: key.map(|k| k.index),
+                });
+            }
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
@@ -374,14 +427,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                         BodyReply::Body(b)
                     }
                     None => {
-                        let caller = Caller {
-                            strategy: key.map_or(Strategy::Score, |k| k.strategy),
-                            weights: key.map_or_else(Weights::default, |k| k.weights),
-                            mark: match head.session {
-                                Some(h) => MarkKey::Session(h),
-                                None => key.map_or(MarkKey::Key(0), |k| k.mark()),
-                            },
-                        };
+                        let caller = caller(key, head);
                         handle_body(&self.shard.rpc, &self.shard.routes[route], &caller, key, body, deadline).await
                     }
                 };

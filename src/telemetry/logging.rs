@@ -18,10 +18,13 @@ pub struct LogGuard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGu
 pub fn init(format: LogFormat, filter: &str) -> LogGuard {
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
+    use std::io::IsTerminal;
+    // Colours only for a person at a terminal; files and log shippers get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
-        .with_target(false);
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -89,6 +89,9 @@ pub struct ShardMetrics {
     reuse: [AtomicU64; 3],
     /// Cache bytes, entries, evictions (set by the shard's housekeeping).
     cache: [AtomicU64; 3],
+    /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
+    /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
+    ws: [std::sync::atomic::AtomicI64; 7],
 }
 
 /// Ways a call was answered without its own upstream request.
@@ -116,7 +119,29 @@ impl ShardMetrics {
             refusals: REFUSAL_STATUSES.iter().map(|&s| (s, AtomicU64::new(0))).collect(),
             reuse: Default::default(),
             cache: Default::default(),
+            ws: Default::default(),
         }
+    }
+
+    pub fn ws_clients(&self, delta: i64) {
+        self.ws[0].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    pub fn subscription(&self, kind: crate::core::subs::TopicKind, delta: i64) {
+        let i = match kind {
+            crate::core::subs::TopicKind::NewHeads => 1,
+            crate::core::subs::TopicKind::Logs => 2,
+            crate::core::subs::TopicKind::PendingTransactions => 3,
+        };
+        self.ws[i].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    pub fn ws_reconnect(&self) {
+        self.ws[4].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn ws_backfilled(&self, heads: bool, n: u64) {
+        self.ws[if heads { 5 } else { 6 }].fetch_add(n as i64, Ordering::Relaxed);
     }
 
     pub fn reuse(&self, r: Reuse) {
@@ -323,6 +348,38 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
+    }
+    let ws = |i: usize| shards.iter().map(|s| s.ws[i].load(Ordering::Relaxed)).sum::<i64>();
+    let _ = writeln!(
+        out,
+        "# HELP prism_ws_clients Open client WebSocket connections.\n# TYPE prism_ws_clients gauge"
+    );
+    let _ = writeln!(out, "prism_ws_clients {}", ws(0));
+    let _ = writeln!(
+        out,
+        "# HELP prism_ws_upstream_subscriptions Upstream subscriptions (shared by identical client ones), by type.\n# TYPE prism_ws_upstream_subscriptions gauge"
+    );
+    for (i, kind) in ["newHeads", "logs", "newPendingTransactions"].iter().enumerate() {
+        let _ = writeln!(out, "prism_ws_upstream_subscriptions{{type=\"{kind}\"}} {}", ws(1 + i));
+    }
+    for (i, (name, help)) in [
+        (
+            "prism_ws_upstream_reconnects_total",
+            "Upstream WebSocket connections lost and re-established.",
+        ),
+        (
+            "prism_ws_backfilled_heads_total",
+            "Heads fetched to fill a gap in a newHeads stream.",
+        ),
+        (
+            "prism_ws_backfilled_logs_total",
+            "Logs fetched with eth_getLogs to fill a gap in a logs stream.",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", ws(4 + i));
     }
     out.push_str("# HELP prism_http_refusals_total Requests refused at the HTTP layer, by status.\n");
     out.push_str("# TYPE prism_http_refusals_total counter\n");

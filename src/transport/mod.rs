@@ -2,12 +2,15 @@
 //! keep-alive pools, upstream TLS, and validation of every JSON-RPC response before it is trusted.
 
 mod conn;
+pub mod dial;
 mod pool;
 mod request;
 mod response;
 pub mod tls;
 pub mod validate;
+pub mod ws;
 
+pub use conn::Stream;
 pub use pool::{PoolSettings, UpstreamPool};
 pub use request::write_post;
 pub use response::UpstreamResponse;

@@ -16,10 +16,9 @@ use futures_rustls::TlsConnector;
 use rustls::pki_types::ServerName;
 
 use crate::config::Endpoint;
-use crate::runtime::net::TcpStream;
 use crate::runtime::timeout_at;
 
-use super::conn::{Conn, Stream};
+use super::conn::Conn;
 use super::response::{read_response, UpstreamResponse};
 use super::TransportError;
 
@@ -54,13 +53,7 @@ impl UpstreamPool {
         tls_config: Option<Arc<rustls::ClientConfig>>,
         settings: PoolSettings,
     ) -> Result<Self, TransportError> {
-        let tls = if endpoint.scheme.is_tls() {
-            let config = tls_config.ok_or_else(|| TransportError::Tls("no TLS configuration".into()))?;
-            let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| TransportError::Tls(e.to_string()))?;
-            Some((TlsConnector::from(config), name))
-        } else {
-            None
-        };
+        let tls = super::dial::tls_for(&endpoint, tls_config)?;
         Ok(UpstreamPool {
             endpoint,
             addrs,
@@ -166,38 +159,16 @@ impl UpstreamPool {
     }
 
     async fn connect(&self, deadline: Instant) -> Result<Conn, TransportError> {
-        if self.addrs.is_empty() {
-            return Err(TransportError::Unresolved);
-        }
-        let connect_deadline = deadline.min(Instant::now() + self.settings.connect_timeout);
         let start = self.next_addr.get();
         self.next_addr.set(start.wrapping_add(1));
-        let mut last = TransportError::Connect("no address".into());
-        for i in 0..self.addrs.len() {
-            let addr = self.addrs[(start + i) % self.addrs.len()];
-            let attempt = timeout_at(connect_deadline, TcpStream::connect(addr)).await;
-            let tcp = match attempt {
-                Ok(Ok(tcp)) => tcp,
-                Ok(Err(e)) => {
-                    last = TransportError::Connect(e.to_string());
-                    continue;
-                }
-                Err(_) => return Err(TransportError::Timeout { sent: false }),
-            };
-            let _ = tcp.set_nodelay(true);
-            self.opened.set(self.opened.get() + 1);
-            let stream = match &self.tls {
-                None => Stream::Plain(tcp),
-                Some((connector, name)) => {
-                    match timeout_at(connect_deadline, connector.connect(name.clone(), tcp)).await {
-                        Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
-                        Ok(Err(e)) => return Err(TransportError::Tls(e.to_string())),
-                        Err(_) => return Err(TransportError::Timeout { sent: false }),
-                    }
-                }
-            };
-            return Ok(Conn::new(stream));
-        }
-        Err(last)
+        let stream = super::dial::dial(
+            &self.addrs,
+            start,
+            self.tls.as_ref(),
+            deadline.min(Instant::now() + self.settings.connect_timeout),
+        )
+        .await?;
+        self.opened.set(self.opened.get() + 1);
+        Ok(Conn::new(stream))
     }
 }

@@ -13,6 +13,8 @@ pub struct ProviderSpec {
     pub name: String,
     pub endpoint: Endpoint,
     pub addrs: Arc<[SocketAddr]>,
+    pub ws_endpoint: Option<Endpoint>,
+    pub ws_addrs: Arc<[SocketAddr]>,
     pub region: Option<String>,
     pub weight: f64,
     pub overflow: bool,
@@ -50,17 +52,20 @@ impl Registry {
                     .iter()
                     .map(|p| {
                         let endpoint = Endpoint::parse(&p.url).expect("validated at load");
-                        let addrs: Vec<SocketAddr> = match (endpoint.host.as_str(), endpoint.port).to_socket_addrs() {
-                            Ok(a) => a.collect(),
-                            Err(e) => {
-                                tracing::warn!(network = %n.name, provider = %p.name, upstream = %endpoint, error = %e, "provider host does not resolve");
-                                Vec::new()
-                            }
-                        };
+                        let addrs = resolve(&n.name, &p.name, &endpoint);
+                        let ws_endpoint = p
+                            .ws_url
+                            .as_deref()
+                            .map(|u| Endpoint::parse(u).expect("validated at load"));
+                        let ws_addrs = ws_endpoint
+                            .as_ref()
+                            .map_or_else(|| Arc::from(Vec::new()), |e| resolve(&n.name, &p.name, e));
                         ProviderSpec {
                             name: p.name.clone(),
                             endpoint,
-                            addrs: addrs.into(),
+                            addrs,
+                            ws_endpoint,
+                            ws_addrs,
                             region: p.region.clone(),
                             weight: p.weight,
                             overflow: p.overflow,
@@ -72,5 +77,15 @@ impl Registry {
             })
             .collect();
         Registry { networks }
+    }
+}
+
+fn resolve(network: &str, provider: &str, endpoint: &Endpoint) -> Arc<[SocketAddr]> {
+    match (endpoint.host.as_str(), endpoint.port).to_socket_addrs() {
+        Ok(a) => a.collect::<Vec<_>>().into(),
+        Err(e) => {
+            tracing::warn!(%network, %provider, upstream = %endpoint, error = %e, "provider host does not resolve");
+            Arc::from(Vec::new())
+        }
     }
 }

@@ -1,0 +1,629 @@
+//! Subscriptions that survive providers, one hub per shard per network.
+//!
+//! Clients subscribe to *topics* (`newHeads`, `logs` with a filter, `newPendingTransactions`); identical
+//! subscriptions on a shard share one upstream subscription. Each topic lives on one provider's WebSocket
+//! link at a time. A link that drops reconnects with backoff and replays every topic it carries; a topic
+//! whose provider's breaker opens, or that falls behind, moves to another provider. Client subscription ids
+//! are Prism's own, so they never change when the socket or provider behind them does.
+//!
+//! Every topic has one delivery task, so ordering is decided in one place: heads only move forward, a gap
+//! is backfilled with `eth_getBlockByNumber` before the next head, and logs missed while resubscribing are
+//! backfilled with `eth_getLogs` and de-duplicated by (blockHash, logIndex).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use ahash::AHashMap;
+use futures_util::{SinkExt, StreamExt};
+
+use super::forward::{forward, write_json_str, CallOutcome, Caller};
+use super::marks::MarkKey;
+use super::route::NetworkRoute;
+use crate::edge::envelope::Call;
+use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
+use crate::runtime::queue::LocalQueue;
+use crate::runtime::{sleep, spawn};
+use crate::transport::ws::connect_ws;
+
+use async_tungstenite::tungstenite::Message;
+
+/// Most heads backfilled across one gap; a longer outage resumes from the newest head.
+const MAX_BACKFILL_HEADS: u64 = 128;
+/// How many recent log ids are remembered to drop duplicates after a backfill.
+const RECENT_LOGS: usize = 4096;
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicKind {
+    NewHeads,
+    Logs,
+    PendingTransactions,
+}
+
+impl TopicKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TopicKind::NewHeads => "newHeads",
+            TopicKind::Logs => "logs",
+            TopicKind::PendingTransactions => "newPendingTransactions",
+        }
+    }
+}
+
+/// What a client's writer sends: text frames (and pongs).
+pub type Outbox = Rc<LocalQueue<Message>>;
+
+struct Subscriber {
+    id: String,
+    out: Outbox,
+    mark: MarkKey,
+    /// Greatest head delivered to this subscriber.
+    last_head: Cell<u64>,
+}
+
+enum Inbound {
+    /// A notification's raw `result` bytes.
+    Item(Vec<u8>),
+    /// The topic was (re)subscribed upstream: backfill what may have been missed.
+    Resubscribed,
+}
+
+struct Topic {
+    kind: TopicKind,
+    /// Raw params sent upstream (`["newHeads"]`, `["logs",{...}]`).
+    params: Vec<u8>,
+    provider: Cell<Option<usize>>,
+    upstream_id: RefCell<Option<String>>,
+    subscribers: RefCell<Vec<Rc<Subscriber>>>,
+    inbox: Rc<LocalQueue<Inbound>>,
+    /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
+    watermark: Cell<u64>,
+    recent_logs: RefCell<VecDeque<Vec<u8>>>,
+}
+
+/// One upstream WebSocket per provider per shard, carrying every topic assigned to that provider.
+struct Link {
+    provider: usize,
+    out: RefCell<Option<Rc<LocalQueue<Message>>>>,
+    /// Request id of a pending eth_subscribe → topic key.
+    pending: RefCell<AHashMap<u64, Vec<u8>>>,
+    /// Upstream subscription id → topic key.
+    by_upstream: RefCell<AHashMap<String, Vec<u8>>>,
+    next_id: Cell<u64>,
+    connected: Cell<bool>,
+    failures: Cell<u32>,
+}
+
+#[derive(Default)]
+pub struct SubHub {
+    topics: RefCell<AHashMap<Vec<u8>, Rc<Topic>>>,
+    /// Client subscription id → topic key.
+    clients: RefCell<AHashMap<String, Vec<u8>>>,
+    links: RefCell<AHashMap<usize, Rc<Link>>>,
+    supervisor: Cell<bool>,
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscribeError {
+    Unsupported(String),
+    NoProvider,
+}
+
+impl SubHub {
+    /// Subscribes a client. Returns Prism's subscription id.
+    pub fn subscribe(
+        route: &Rc<NetworkRoute>,
+        params: &[u8],
+        out: &Outbox,
+        mark: MarkKey,
+    ) -> Result<String, SubscribeError> {
+        let kind = match nth_element(params, 0).and_then(plain_str) {
+            Some("newHeads") => TopicKind::NewHeads,
+            Some("logs") => TopicKind::Logs,
+            Some("newPendingTransactions") => TopicKind::PendingTransactions,
+            Some(other) => {
+                return Err(SubscribeError::Unsupported(format!(
+                    "subscription {other:?} is not supported"
+                )))
+            }
+            None => {
+                return Err(SubscribeError::Unsupported(
+                    "eth_subscribe needs a subscription name".into(),
+                ))
+            }
+        };
+        let hub = &route.subs;
+        let key = super::canon::canonical_key("eth_subscribe", &super::methods::lookup("eth_subscribe"), Some(params))
+            .ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
+        let id = new_subscription_id();
+        let existing = hub.topics.borrow().get(&key).cloned();
+        let topic = match existing {
+            Some(t) => t,
+            None => {
+                let provider = pick_ws_provider(route, None).ok_or(SubscribeError::NoProvider)?;
+                let topic = Rc::new(Topic {
+                    kind,
+                    params: params.to_vec(),
+                    provider: Cell::new(Some(provider)),
+                    upstream_id: RefCell::new(None),
+                    subscribers: RefCell::new(Vec::new()),
+                    inbox: LocalQueue::new(4096),
+                    watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
+                    recent_logs: RefCell::new(VecDeque::new()),
+                });
+                hub.topics.borrow_mut().insert(key.clone(), topic.clone());
+                spawn_delivery(route, &topic);
+                hub.ensure_supervisor(route);
+                let link = hub.link(route, provider);
+                link.subscribe(&key, &topic);
+                route.recorder.metrics().subscription(kind, 1);
+                topic
+            }
+        };
+        topic.subscribers.borrow_mut().push(Rc::new(Subscriber {
+            id: id.clone(),
+            out: out.clone(),
+            mark,
+            last_head: Cell::new(route.live.marks.get(mark)),
+        }));
+        hub.clients.borrow_mut().insert(id.clone(), key);
+        Ok(id)
+    }
+
+    /// Removes a client subscription; the upstream one goes when its last client leaves.
+    pub fn unsubscribe(route: &NetworkRoute, id: &str) -> bool {
+        let hub = &route.subs;
+        let Some(key) = hub.clients.borrow_mut().remove(id) else {
+            return false;
+        };
+        let topic = hub.topics.borrow().get(&key).cloned();
+        if let Some(topic) = topic {
+            topic.subscribers.borrow_mut().retain(|s| s.id != id);
+            if topic.subscribers.borrow().is_empty() {
+                hub.topics.borrow_mut().remove(&key);
+                topic.inbox.close();
+                route.recorder.metrics().subscription(topic.kind, -1);
+                if let (Some(p), Some(upstream)) = (topic.provider.get(), topic.upstream_id.borrow_mut().take()) {
+                    if let Some(link) = hub.links.borrow().get(&p) {
+                        link.by_upstream.borrow_mut().remove(&upstream);
+                        link.send_unsubscribe(&upstream);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Number of client subscriptions on this shard (tests and status).
+    pub fn client_count(&self) -> usize {
+        self.clients.borrow().len()
+    }
+
+    fn link(&self, route: &Rc<NetworkRoute>, provider: usize) -> Rc<Link> {
+        if let Some(l) = self.links.borrow().get(&provider) {
+            return l.clone();
+        }
+        let link = Rc::new(Link {
+            provider,
+            out: RefCell::new(None),
+            pending: RefCell::new(AHashMap::new()),
+            by_upstream: RefCell::new(AHashMap::new()),
+            next_id: Cell::new(1),
+            connected: Cell::new(false),
+            failures: Cell::new(0),
+        });
+        self.links.borrow_mut().insert(provider, link.clone());
+        let weak_route = Rc::downgrade(route);
+        let l = link.clone();
+        spawn(async move { run_link(weak_route, l).await });
+        link
+    }
+
+    /// Moves topics off providers that became unusable, every 250 ms while any topic exists.
+    fn ensure_supervisor(&self, route: &Rc<NetworkRoute>) {
+        if self.supervisor.replace(true) {
+            return;
+        }
+        let weak = Rc::downgrade(route);
+        spawn(async move {
+            loop {
+                sleep(Duration::from_millis(250)).await;
+                let Some(route) = weak.upgrade() else { return };
+                if route.shutdown.is_triggered() {
+                    return;
+                }
+                let topics: Vec<(Vec<u8>, Rc<Topic>)> = route
+                    .subs
+                    .topics
+                    .borrow()
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.clone()))
+                    .collect();
+                for (key, topic) in topics {
+                    let Some(p) = topic.provider.get() else { continue };
+                    let link_down = route.subs.links.borrow().get(&p).is_some_and(|l| l.failures.get() >= 3);
+                    if usable(&route, p) && !link_down {
+                        continue;
+                    }
+                    let Some(next) = pick_ws_provider(&route, Some(p)) else {
+                        continue;
+                    };
+                    tracing::warn!(network = %route.name, from = %route.upstreams[p].name, to = %route.upstreams[next].name,
+                        topic = topic.kind.name(), "moving subscription to a healthy provider");
+                    if let Some(upstream) = topic.upstream_id.borrow_mut().take() {
+                        if let Some(link) = route.subs.links.borrow().get(&p) {
+                            link.by_upstream.borrow_mut().remove(&upstream);
+                            link.send_unsubscribe(&upstream);
+                        }
+                    }
+                    topic.provider.set(Some(next));
+                    route.subs.link(&route, next).subscribe(&key, &topic);
+                }
+            }
+        });
+    }
+}
+
+fn usable(route: &NetworkRoute, p: usize) -> bool {
+    let live = &route.live.providers[p];
+    route.live.admissible(p) && live.breaker.is_closed()
+}
+
+/// A provider with a WebSocket URL, usable, preferring any but `avoid`.
+fn pick_ws_provider(route: &NetworkRoute, avoid: Option<usize>) -> Option<usize> {
+    let candidates: Vec<usize> = (0..route.upstreams.len())
+        .filter(|&i| route.ws_urls[i].is_some())
+        .collect();
+    let healthy: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&i| usable(route, i) && Some(i) != avoid)
+        .collect();
+    let pool = if healthy.is_empty() {
+        candidates
+            .iter()
+            .copied()
+            .filter(|&i| Some(i) != avoid)
+            .collect::<Vec<_>>()
+    } else {
+        healthy
+    };
+    // Prefer the deepest head, then config order.
+    pool.into_iter()
+        .max_by_key(|&i| {
+            (
+                route.live.providers[i].head.load(Ordering::Relaxed),
+                std::cmp::Reverse(i),
+            )
+        })
+        .or(if avoid.is_some() {
+            None
+        } else {
+            candidates.first().copied()
+        })
+}
+
+fn new_subscription_id() -> String {
+    format!("0x{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+impl Link {
+    fn subscribe(&self, key: &[u8], topic: &Topic) {
+        let Some(out) = self.out.borrow().clone() else { return }; // replayed on connect
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.pending.borrow_mut().insert(id, key.to_vec());
+        let mut msg = Vec::with_capacity(64 + topic.params.len());
+        msg.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        msg.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+        msg.extend_from_slice(br#","method":"eth_subscribe","params":"#);
+        msg.extend_from_slice(&topic.params);
+        msg.push(b'}');
+        let _ = out.push(Message::Text(String::from_utf8_lossy(&msg).into_owned()));
+    }
+
+    fn send_unsubscribe(&self, upstream_id: &str) {
+        let Some(out) = self.out.borrow().clone() else { return };
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let mut msg = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_unsubscribe","params":["#).into_bytes();
+        write_json_str(&mut msg, upstream_id);
+        msg.extend_from_slice(b"]}");
+        let _ = out.push(Message::Text(String::from_utf8_lossy(&msg).into_owned()));
+    }
+}
+
+/// Keeps one provider's link up while any topic uses it: connect, replay, read; on loss, back off and retry.
+async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
+    let mut backoff = RECONNECT_MIN;
+    loop {
+        let Some(r) = route.upgrade() else { return };
+        if r.shutdown.is_triggered() {
+            return;
+        }
+        let assigned: Vec<(Vec<u8>, Rc<Topic>)> = r
+            .subs
+            .topics
+            .borrow()
+            .iter()
+            .filter(|(_, t)| t.provider.get() == Some(link.provider))
+            .map(|(k, t)| (k.clone(), t.clone()))
+            .collect();
+        if assigned.is_empty() && link.failures.get() > 0 {
+            // Nothing to carry any more: let the link go.
+            r.subs.links.borrow_mut().remove(&link.provider);
+            return;
+        }
+        let Some(ws_url) = r.ws_urls[link.provider].clone() else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_millis(r.connect_timeout_ms);
+        let tls = r.ws_tls.clone();
+        let addrs = r.ws_addrs[link.provider].clone();
+        let connected = connect_ws(&ws_url, &addrs, tls, deadline).await;
+        let socket = match connected {
+            Ok(s) => s,
+            Err(e) => {
+                link.failures.set(link.failures.get() + 1);
+                tracing::debug!(network = %r.name, provider = %r.upstreams[link.provider].name, error = %e, "WebSocket connect failed");
+                drop(r);
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+        };
+        tracing::debug!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket connected");
+        backoff = RECONNECT_MIN;
+        link.failures.set(0);
+        let (mut sink, mut stream) = socket.split();
+        let out: Rc<LocalQueue<Message>> = LocalQueue::new(65_536);
+        *link.out.borrow_mut() = Some(out.clone());
+        link.connected.set(true);
+        link.pending.borrow_mut().clear();
+        link.by_upstream.borrow_mut().clear();
+        // Replay every topic this provider carries.
+        for (key, topic) in r.subs.topics.borrow().iter() {
+            if topic.provider.get() == Some(link.provider) {
+                topic.upstream_id.borrow_mut().take();
+                link.subscribe(key, topic);
+            }
+        }
+        let writer_out = out.clone();
+        let writer = async move {
+            while let Some(msg) = writer_out.pop().await {
+                if sink.send(msg).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        };
+        let reader = async {
+            while let Some(frame) = stream.next().await {
+                let text = match frame {
+                    Ok(Message::Text(t)) => t.into_bytes(),
+                    Ok(Message::Binary(b)) => b,
+                    Ok(Message::Close(_)) | Err(_) => break,
+                    Ok(_) => continue,
+                };
+                let Some(route) = route.upgrade() else { break };
+                on_upstream_message(&route, &link, &text);
+            }
+        };
+        futures_lite::future::or(reader, writer).await;
+        out.close();
+        *link.out.borrow_mut() = None;
+        link.connected.set(false);
+        link.failures.set(link.failures.get() + 1);
+        r.recorder.metrics().ws_reconnect();
+        tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket lost; reconnecting");
+        for topic in r.subs.topics.borrow().values() {
+            if topic.provider.get() == Some(link.provider) {
+                topic.upstream_id.borrow_mut().take();
+            }
+        }
+        drop(r);
+        sleep(backoff).await;
+    }
+}
+
+fn on_upstream_message(route: &NetworkRoute, link: &Link, text: &[u8]) {
+    if let Some(params) = object_field(text, "params") {
+        // {"method":"eth_subscription","params":{"subscription":ID,"result":...}}
+        let (Some(sub), Some(result)) = (
+            object_field(params, "subscription").and_then(plain_str),
+            object_field(params, "result"),
+        ) else {
+            return;
+        };
+        let key = link.by_upstream.borrow().get(sub).cloned();
+        if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
+            if topic.kind == TopicKind::NewHeads {
+                if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
+                    route.live.observe_head(link.provider, n);
+                }
+            }
+            let _ = topic.inbox.push(Inbound::Item(result.to_vec()));
+        }
+        return;
+    }
+    // A reply to eth_subscribe: {"id":N,"result":"0x..."}.
+    let Some(id) = object_field(text, "id").and_then(|i| std::str::from_utf8(i).ok()?.parse::<u64>().ok()) else {
+        return;
+    };
+    let Some(key) = link.pending.borrow_mut().remove(&id) else {
+        return;
+    };
+    let Some(upstream) = object_field(text, "result").and_then(plain_str) else {
+        tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription");
+        return;
+    };
+    let topic = route.subs.topics.borrow().get(&key).cloned();
+    match topic {
+        Some(topic) if topic.provider.get() == Some(link.provider) => {
+            *topic.upstream_id.borrow_mut() = Some(upstream.to_string());
+            link.by_upstream.borrow_mut().insert(upstream.to_string(), key);
+            let _ = topic.inbox.push(Inbound::Resubscribed);
+        }
+        // The topic went away (or moved) while subscribing: release the upstream subscription.
+        _ => link.send_unsubscribe(upstream),
+    }
+}
+
+fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>) {
+    let weak_route = Rc::downgrade(route);
+    let topic = topic.clone();
+    spawn(async move {
+        let mut first = true;
+        while let Some(inbound) = topic.inbox.pop().await {
+            let Some(route) = weak_route.upgrade() else { return };
+            match inbound {
+                Inbound::Resubscribed if first => first = false,
+                Inbound::Resubscribed => {
+                    if topic.kind == TopicKind::Logs {
+                        backfill_logs(&route, &topic).await;
+                    }
+                }
+                Inbound::Item(result) => match topic.kind {
+                    TopicKind::NewHeads => deliver_head(&route, &topic, result).await,
+                    TopicKind::Logs => deliver_log(&route, &topic, &result),
+                    TopicKind::PendingTransactions => fan_out(&route, &topic, &result, None),
+                },
+            }
+        }
+    });
+}
+
+/// A head: drop it if not newer, backfill a gap first, then deliver.
+async fn deliver_head(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
+    let Some(n) = object_field(&result, "number").and_then(hex_quantity) else {
+        return;
+    };
+    let last = topic.watermark.get();
+    if n <= last && last != 0 {
+        return;
+    }
+    if last != 0 && n > last + 1 {
+        let from = (last + 1).max(n.saturating_sub(MAX_BACKFILL_HEADS));
+        for h in from..n {
+            match fetch(route, "eth_getBlockByNumber", &format!(r#"["0x{h:x}",false]"#)).await {
+                Some(block) if block != b"null" => {
+                    route.recorder.metrics().ws_backfilled(true, 1);
+                    fan_out(route, topic, &block, Some(h));
+                    topic.watermark.set(h);
+                }
+                _ => break,
+            }
+        }
+    }
+    fan_out(route, topic, &result, Some(n));
+    topic.watermark.set(n);
+}
+
+fn log_id(log: &[u8]) -> Option<Vec<u8>> {
+    let mut id = object_field(log, "blockHash")?.to_vec();
+    id.extend_from_slice(object_field(log, "logIndex")?);
+    if let Some(removed) = object_field(log, "removed") {
+        id.extend_from_slice(removed);
+    }
+    Some(id)
+}
+
+fn deliver_log(route: &NetworkRoute, topic: &Topic, log: &[u8]) {
+    if let Some(id) = log_id(log) {
+        let mut recent = topic.recent_logs.borrow_mut();
+        if recent.contains(&id) {
+            return;
+        }
+        recent.push_back(id);
+        if recent.len() > RECENT_LOGS {
+            recent.pop_front();
+        }
+    }
+    if let Some(b) = object_field(log, "blockNumber").and_then(hex_quantity) {
+        topic.watermark.set(topic.watermark.get().max(b));
+    }
+    fan_out(route, topic, log, None);
+}
+
+/// After a resubscription: fetch logs from the block after the last one seen up to the head.
+async fn backfill_logs(route: &NetworkRoute, topic: &Topic) {
+    let from = topic.watermark.get() + 1;
+    let head = route.live.best_head.load(Ordering::Relaxed);
+    if head < from {
+        return;
+    }
+    let filter = nth_element(&topic.params, 1).unwrap_or(b"{}");
+    let mut params = format!(r#"[{{"fromBlock":"0x{from:x}","toBlock":"0x{head:x}""#).into_bytes();
+    for field in ["address", "topics"] {
+        if let Some(v) = object_field(filter, field) {
+            params.extend_from_slice(format!(r#","{field}":"#).as_bytes());
+            params.extend_from_slice(v);
+        }
+    }
+    params.extend_from_slice(b"}]");
+    let Some(logs) = fetch(route, "eth_getLogs", std::str::from_utf8(&params).unwrap_or("[]")).await else {
+        return;
+    };
+    let mut i = 0;
+    let mut delivered = 0;
+    while let Some(log) = nth_element(&logs, i) {
+        let before = topic.recent_logs.borrow().len();
+        deliver_log(route, topic, log);
+        if topic.recent_logs.borrow().len() != before {
+            delivered += 1;
+        }
+        i += 1;
+    }
+    if delivered > 0 {
+        route.recorder.metrics().ws_backfilled(false, delivered);
+    }
+    topic.watermark.set(topic.watermark.get().max(head));
+}
+
+/// One read through the normal routing path (breakers, retries).
+async fn fetch(route: &NetworkRoute, method: &str, params: &str) -> Option<Vec<u8>> {
+    let call = Call {
+        id: Some(b"1"),
+        method: method.into(),
+        params: Some(params.as_bytes()),
+    };
+    let ids = Cell::new(1 << 61);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    match forward(route, &call, &Caller::default(), deadline, &ids).await {
+        CallOutcome::Answer {
+            body,
+            value,
+            is_error: false,
+        } => Some(body[value].to_vec()),
+        _ => None,
+    }
+}
+
+/// Sends `result` to every subscriber of the topic. A subscriber that cannot keep up is disconnected.
+fn fan_out(route: &NetworkRoute, topic: &Topic, result: &[u8], head: Option<u64>) {
+    let subscribers = topic.subscribers.borrow().clone();
+    for s in subscribers {
+        if let Some(h) = head {
+            if h <= s.last_head.get() {
+                continue; // never twice, never backwards, per subscriber
+            }
+            s.last_head.set(h);
+            route.live.marks.raise(s.mark, h);
+        }
+        let mut msg = Vec::with_capacity(96 + s.id.len() + result.len());
+        msg.extend_from_slice(br#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"#);
+        write_json_str(&mut msg, &s.id);
+        msg.extend_from_slice(br#","result":"#);
+        msg.extend_from_slice(result);
+        msg.extend_from_slice(b"}}");
+        // A full queue closes itself: the client is disconnected with a reason, others are unaffected.
+        let _ = s.out.push(Message::Text(
+            String::from_utf8(msg).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        ));
+    }
+}

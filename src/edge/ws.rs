@@ -1,0 +1,203 @@
+//! Client WebSockets on the RPC path: the same keys, allowlists and limits as HTTP, any JSON-RPC call,
+//! plus `eth_subscribe` / `eth_unsubscribe` served by the shard's subscription hub. Each client has a bounded
+//! send queue: one that cannot keep up is closed with a reason instead of growing memory. Idle clients are
+//! pinged, and dropped when they do not answer.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use async_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use async_tungstenite::tungstenite::Message;
+use async_tungstenite::WebSocketStream;
+use futures_lite::{AsyncRead, AsyncWrite};
+use futures_util::{SinkExt, StreamExt};
+
+use super::envelope::Envelope;
+use super::keys::KeyEntry;
+use super::reply::{write_answer, write_error};
+use super::rpc::{handle_body, BodyReply, UNAUTHORIZED};
+use super::server::EdgeShard;
+use crate::core::subs::{Outbox, SubHub, SubscribeError};
+use crate::core::{Caller, NetworkRoute};
+use crate::jsonscan::{nth_element, plain_str};
+use crate::runtime::queue::LocalQueue;
+use crate::runtime::timeout_at;
+
+/// The `Sec-WebSocket-Accept` value for a client's key.
+pub fn accept_key(key: &[u8]) -> String {
+    async_tungstenite::tungstenite::handshake::derive_accept_key(key)
+}
+
+/// Serves one upgraded connection until either side closes.
+pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    shard: &EdgeShard,
+    route: Rc<NetworkRoute>,
+    caller: Caller,
+    key: Option<&KeyEntry>,
+) {
+    let limits = &shard.limits;
+    let config = WebSocketConfig {
+        max_message_size: Some(limits.max_body_bytes),
+        max_frame_size: Some(limits.max_body_bytes),
+        ..Default::default()
+    };
+    let socket = WebSocketStream::from_raw_socket(stream, Role::Server, Some(config)).await;
+    let metrics = route.recorder.metrics();
+    metrics.ws_clients(1);
+    let (mut sink, mut frames) = socket.split();
+    let out: Outbox = LocalQueue::new(limits.ws_max_queue);
+    let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
+
+    let writer = async {
+        while let Some(msg) = out.pop().await {
+            if sink.send(msg).await.is_err() {
+                return;
+            }
+        }
+        let (code, reason) = if out.overflowed() {
+            (CloseCode::Policy, "client too slow: send queue full")
+        } else {
+            (CloseCode::Away, "closing")
+        };
+        let _ = sink
+            .send(Message::Close(Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            })))
+            .await;
+        let _ = sink.close().await;
+    };
+    let reader = async {
+        let idle = Duration::from_millis(limits.idle_timeout_ms);
+        let mut pinged = false;
+        loop {
+            let next = futures_lite::future::or(
+                async { Some(timeout_at(Instant::now() + idle, frames.next()).await) },
+                async {
+                    shard.shutdown.triggered().await;
+                    None
+                },
+            )
+            .await;
+            let frame = match next {
+                None => break,
+                Some(Err(_)) if !pinged => {
+                    // Idle: ask for a sign of life once.
+                    pinged = true;
+                    if out.push(Message::Ping(Vec::new())).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                Some(Err(_)) => break,
+                Some(Ok(None)) | Some(Ok(Some(Err(_)))) => break,
+                Some(Ok(Some(Ok(f)))) => f,
+            };
+            pinged = false;
+            match frame {
+                Message::Text(text) => {
+                    if let Some(reply) = handle_text(shard, &route, &caller, key, text.as_bytes(), &out, &subs).await {
+                        if out.push(Message::Text(reply)).is_err() {
+                            break;
+                        }
+                    }
+                }
+                Message::Binary(bytes) => {
+                    if let Some(reply) = handle_text(shard, &route, &caller, key, &bytes, &out, &subs).await {
+                        if out.push(Message::Text(reply)).is_err() {
+                            break;
+                        }
+                    }
+                }
+                Message::Ping(p) => {
+                    // A full queue closes itself; the loop ends below.
+                    let _ = out.push(Message::Pong(p));
+                }
+                Message::Close(_) => break,
+                _ => {}
+            }
+            if out.is_closed() {
+                break;
+            }
+        }
+        out.close();
+    };
+    futures_lite::future::zip(reader, writer).await;
+    for id in subs.borrow().iter() {
+        SubHub::unsubscribe(&route, id);
+    }
+    metrics.ws_clients(-1);
+}
+
+/// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
+async fn handle_text(
+    shard: &EdgeShard,
+    route: &Rc<NetworkRoute>,
+    caller: &Caller,
+    key: Option<&KeyEntry>,
+    text: &[u8],
+    out: &Outbox,
+    subs: &RefCell<Vec<String>>,
+) -> Option<String> {
+    let single = {
+        let mut parser = shard.rpc.parser.borrow_mut();
+        match parser.parse(text) {
+            Ok(Envelope::Single(Ok(call))) if matches!(&*call.method, "eth_subscribe" | "eth_unsubscribe") => Some((
+                call.id.map(<[u8]>::to_vec),
+                call.method.to_string(),
+                call.params.map(<[u8]>::to_vec),
+            )),
+            _ => None,
+        }
+    };
+    let Some((id, method, params)) = single else {
+        let deadline = Instant::now() + Duration::from_millis(shard.limits.request_deadline_ms);
+        return match handle_body(&shard.rpc, route, caller, key, text, deadline).await {
+            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
+            BodyReply::Empty => None,
+        };
+    };
+    let id = id?; // a subscription notification (no id) gets nothing back
+    let mut reply = Vec::new();
+    if key.is_some_and(|k| !k.allows(&method)) {
+        write_error(
+            &mut reply,
+            Some(&id),
+            UNAUTHORIZED,
+            &format!("Method {method} is not allowed for this API key"),
+            None,
+        );
+        return Some(String::from_utf8_lossy(&reply).into_owned());
+    }
+    let params = params.unwrap_or_else(|| b"[]".to_vec());
+    if method == "eth_subscribe" {
+        match SubHub::subscribe(route, &params, out, caller.mark) {
+            Ok(sub_id) => {
+                let mut v = Vec::new();
+                crate::core::forward::write_json_str(&mut v, &sub_id);
+                write_answer(&mut reply, &id, false, &v);
+                subs.borrow_mut().push(sub_id);
+            }
+            Err(SubscribeError::Unsupported(why)) => write_error(&mut reply, Some(&id), -32602, &why, None),
+            Err(SubscribeError::NoProvider) => write_error(
+                &mut reply,
+                Some(&id),
+                -32603,
+                "No provider with a WebSocket endpoint is available",
+                None,
+            ),
+        }
+    } else {
+        let target = nth_element(&params, 0).and_then(plain_str).unwrap_or("").to_string();
+        let mine = subs.borrow().contains(&target);
+        let removed = mine && SubHub::unsubscribe(route, &target);
+        if removed {
+            subs.borrow_mut().retain(|s| *s != target);
+        }
+        write_answer(&mut reply, &id, false, if removed { b"true" } else { b"false" });
+    }
+    Some(String::from_utf8_lossy(&reply).into_owned())
+}
