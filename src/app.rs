@@ -88,7 +88,9 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
         .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
         .collect();
+    let cluster = crate::cluster::start(&config, lives.clone(), keys.clone(), shutdown.clone());
     let view = Arc::new(AdminView {
+        cluster,
         config: config.clone(),
         lives: lives.clone(),
         metrics: metrics.clone(),

@@ -4,6 +4,7 @@
 //! `config` the typed configuration, `telemetry` logs and counters, `http1` the wire codec both sides share.
 
 pub mod app;
+pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod demo;

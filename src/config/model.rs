@@ -333,8 +333,18 @@ pub struct Key {
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
     pub redis_url: String,
+    /// How long a node's published state stays valid without a refresh.
     #[serde(default = "default_cluster_ttl_ms")]
     pub ttl_ms: u64,
+    /// How often a node publishes and reads its peers.
+    #[serde(default = "default_sync_interval_ms")]
+    pub sync_interval_ms: u64,
+    /// Nodes assumed when Redis has never been reachable (each then keeps 1/n of a shared limit).
+    #[serde(default = "default_expected_nodes")]
+    pub expected_nodes: u32,
+    /// Prefix for every Redis key, so several clusters can share one Redis.
+    #[serde(default = "default_cluster_prefix")]
+    pub prefix: String,
 }
 
 fn yes() -> bool {
@@ -357,6 +367,15 @@ fn default_cache_depth_blocks() -> u64 {
 }
 fn default_weight() -> f64 {
     1.0
+}
+fn default_sync_interval_ms() -> u64 {
+    100
+}
+fn default_expected_nodes() -> u32 {
+    1
+}
+fn default_cluster_prefix() -> String {
+    "prism".to_string()
 }
 fn default_cluster_ttl_ms() -> u64 {
     5000

@@ -559,6 +559,9 @@ impl<'r, 'c> Attempts<'r, 'c> {
         route
             .recorder
             .record(route.index, i, self.info.family, latency_us, outcome);
+        if p.quota_leased.load(std::sync::atomic::Ordering::Relaxed) {
+            p.quota_stock.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let name = &route.upstreams[i].name;
         match class {
             Class::ProviderFailure => match p.breaker.on_failure(now) {

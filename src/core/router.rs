@@ -80,7 +80,8 @@ pub fn choose(
         }
         let burn = quota_burn(s, health, i);
         cand[n] = i;
-        tier[n] = u8::from(s.overflow || burn >= 1.0);
+        // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
+        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms));
         n += 1;
     }
     if n == 0 {

@@ -32,6 +32,11 @@ pub struct ProviderLive {
     /// Throttled: not used until this time (ms on the process clock).
     pub parked_until_ms: AtomicU64,
     chain: AtomicU8,
+    /// A peer node reported this provider's breaker open; advisory until this time.
+    pub peer_open_until_ms: AtomicU64,
+    /// With `[cluster]` and `quota_rps`: quota tokens leased for this node, spent one per attempt.
+    pub quota_leased: AtomicBool,
+    pub quota_stock: std::sync::atomic::AtomicI64,
 }
 
 impl ProviderLive {
@@ -42,6 +47,9 @@ impl ProviderLive {
             drifted: AtomicBool::new(false),
             parked_until_ms: AtomicU64::new(0),
             chain: AtomicU8::new(ChainCheck::Unknown as u8),
+            peer_open_until_ms: AtomicU64::new(0),
+            quota_leased: AtomicBool::new(false),
+            quota_stock: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
@@ -55,6 +63,16 @@ impl ProviderLive {
 
     pub fn set_chain(&self, c: ChainCheck) {
         self.chain.store(c as u8, Ordering::Release);
+    }
+
+    /// Peers see this provider failing (advisory: a node's own breaker decides exclusion).
+    pub fn peer_open(&self, now_ms: u64) -> bool {
+        self.peer_open_until_ms.load(Ordering::Relaxed) > now_ms
+    }
+
+    /// The node's leased quota for this provider is spent (only when quota is shared).
+    pub fn quota_spent(&self) -> bool {
+        self.quota_leased.load(Ordering::Relaxed) && self.quota_stock.load(Ordering::Relaxed) <= 0
     }
 
     pub fn is_parked(&self, now_ms: u64) -> bool {

@@ -22,6 +22,7 @@ use crate::telemetry::metrics::{self, ShardMetrics};
 
 /// Everything the admin endpoints show, shared read-only.
 pub struct AdminView {
+    pub cluster: Option<Arc<crate::cluster::ClusterState>>,
     pub config: Arc<Config>,
     pub lives: Vec<Arc<NetworkLive>>,
     pub metrics: Vec<Arc<ShardMetrics>>,
@@ -181,6 +182,29 @@ impl AdminView {
             },
         );
         self.render_gauges(&mut out);
+        if let Some(c) = &self.cluster {
+            let lag = c.lag_ms();
+            let lag = if lag == u64::MAX { f64::NAN } else { lag as f64 / 1000.0 };
+            let _ = writeln!(out, "# HELP prism_cluster_connected Whether Redis was reachable at the last sync.\n# TYPE prism_cluster_connected gauge");
+            let _ = writeln!(
+                out,
+                "prism_cluster_connected {}",
+                u8::from(c.connected.load(Ordering::Relaxed))
+            );
+            let _ = writeln!(out, "# HELP prism_cluster_sync_lag_seconds Time since the last successful sync with Redis.\n# TYPE prism_cluster_sync_lag_seconds gauge");
+            let _ = writeln!(out, "prism_cluster_sync_lag_seconds {lag}");
+            let _ = writeln!(out, "# HELP prism_cluster_redis_errors_total Failed syncs with Redis.\n# TYPE prism_cluster_redis_errors_total counter");
+            let _ = writeln!(
+                out,
+                "prism_cluster_redis_errors_total {}",
+                c.errors.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "# HELP prism_cluster_peers Live peer nodes seen at the last sync.\n# TYPE prism_cluster_peers gauge"
+            );
+            let _ = writeln!(out, "prism_cluster_peers {}", c.peers.load().len());
+        }
         out
     }
 
@@ -341,7 +365,37 @@ impl AdminView {
             }
             out.push_str("]}");
         }
-        out.push_str("]}");
+        out.push(']');
+        if let Some(c) = &self.cluster {
+            let lag = c.lag_ms();
+            let _ = write!(
+                out,
+                r#","cluster":{{"node":"{}","connected":{},"syncLagMs":{},"redisErrors":{},"peers":["#,
+                c.node_id,
+                c.connected.load(Ordering::Relaxed),
+                if lag == u64::MAX {
+                    "null".to_string()
+                } else {
+                    lag.to_string()
+                },
+                c.errors.load(Ordering::Relaxed)
+            );
+            for (i, p) in c.peers.load().iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let open: Vec<String> = p.open.iter().map(|o| json_str(o)).collect();
+                let _ = write!(
+                    out,
+                    r#"{{"node":{},"open":[{}],"bestHeads":{:?}}}"#,
+                    json_str(&p.id),
+                    open.join(","),
+                    p.best_heads
+                );
+            }
+            out.push_str("]}");
+        }
+        out.push('}');
         out
     }
 }

@@ -6,7 +6,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-use super::ratelimit::Gcra;
+use super::ratelimit::{Gcra, SharedBucket};
 use crate::config::{Config, Key, Strategy, Weights};
 use crate::core::marks::MarkKey;
 
@@ -23,6 +23,8 @@ pub struct KeyEntry {
     allow: Allowlist,
     origins: Vec<String>,
     pub bucket: Option<Gcra>,
+    /// With `[cluster]`: the limit shared across nodes (used instead of `bucket`).
+    pub shared: Option<SharedBucket>,
     pub strategy: Strategy,
     pub weights: Weights,
 }
@@ -77,6 +79,16 @@ impl KeyEntry {
         }
     }
 
+    /// Takes `cost` tokens from the key's limit (shared across nodes when clustered). `Err(wait_ns)` when
+    /// over it; keys without a limit always pass.
+    pub fn admit(&self, now_ns: u64, cost: u64) -> Result<(), u64> {
+        match (&self.shared, &self.bucket) {
+            (Some(shared), _) => shared.try_take(now_ns, cost),
+            (None, Some(bucket)) => bucket.try_take(now_ns, cost),
+            (None, None) => Ok(()),
+        }
+    }
+
     pub fn mark(&self) -> MarkKey {
         MarkKey::Key(self.index)
     }
@@ -119,6 +131,14 @@ impl KeyRing {
             allow: Allowlist::new(&k.allow),
             origins: k.origins.clone(),
             bucket: k.rate_per_s.map(|r| Gcra::new(r, k.burst.unwrap_or(r.ceil() as u32))),
+            shared: match (&config.cluster, k.rate_per_s) {
+                (Some(c), Some(r)) => Some(SharedBucket::new(
+                    r,
+                    k.burst.unwrap_or(r.ceil() as u32),
+                    c.expected_nodes,
+                )),
+                _ => None,
+            },
             strategy: k.strategy,
             weights: k.weights,
         }

@@ -55,8 +55,8 @@ pub async fn handle_body(
         Ok(Envelope::Batch(items)) => items.len() as u64,
         _ => 1,
     };
-    if let Some(bucket) = key.and_then(|k| k.bucket.as_ref()) {
-        if let Err(wait_ns) = bucket.try_take(crate::telemetry::clock::now_ns(), cost) {
+    if let Some(key) = key {
+        if let Err(wait_ns) = key.admit(crate::telemetry::clock::now_ns(), cost) {
             let retry_after_ms = wait_ns.div_ceil(1_000_000);
             let mut body = Vec::new();
             let data = format!(r#"{{"retryAfterMs":{retry_after_ms}}}"#);

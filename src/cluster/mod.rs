@@ -1,0 +1,382 @@
+//! Several Prism nodes sharing what they learn through Redis, on one background thread per node. Nothing on
+//! the request path waits for Redis: shards only read atomics this thread updates.
+//!
+//! Every `sync_interval_ms` a node publishes its view (breaker states, heads, latency summaries, per-key
+//! high-water marks) under a key that expires after `ttl_ms`, and reads its live peers'. A peer's open
+//! breaker makes a provider a last resort here (a node's own breaker and probes still decide exclusion);
+//! a peer's higher head raises the pool's best head; a peer's mark raises the same key's mark here.
+//! Rate limits and provider quota are shared by leasing tokens in chunks from a token bucket kept in Redis
+//! (a Lua script, Redis's clock): no Redis call per request. When Redis is unreachable each node spends
+//! only its share of every limit (limit / last known node count) and keeps serving.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+
+use crate::config::{Cluster, Config};
+use crate::core::marks::MarkKey;
+use crate::core::state::NetworkLive;
+use crate::edge::keys::KeyRing;
+use crate::runtime::Shutdown;
+use crate::telemetry::clock::now_ms;
+
+/// A peer as this node last saw it.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub id: String,
+    /// Providers the peer reports with an open breaker, as "network/provider".
+    pub open: Vec<String>,
+    pub best_heads: Vec<u64>,
+}
+
+/// What the admin endpoints and metrics show about the cluster.
+pub struct ClusterState {
+    pub node_id: String,
+    pub connected: AtomicBool,
+    /// Wall-clock ms of the last successful sync (0 = never).
+    pub last_sync_ms: AtomicU64,
+    pub errors: AtomicU64,
+    pub peers: ArcSwap<Vec<Peer>>,
+}
+
+impl ClusterState {
+    /// Milliseconds since the last successful sync.
+    pub fn lag_ms(&self) -> u64 {
+        match self.last_sync_ms.load(Ordering::Relaxed) {
+            0 => u64::MAX,
+            t => wall_ms().saturating_sub(t),
+        }
+    }
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Token bucket in Redis: refill at ARGV[1]/s up to ARGV[2], grant up to ARGV[3]. Uses Redis's clock.
+const LEASE_SCRIPT: &str = r#"
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(state[1]) or burst
+local ts = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
+local grant = math.min(want, math.floor(tokens))
+if grant < 0 then grant = 0 end
+tokens = tokens - grant
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
+redis.call('PEXPIRE', KEYS[1], 60000)
+return grant
+"#;
+
+/// Starts the cluster thread when `[cluster]` is configured.
+pub fn start(
+    config: &Arc<Config>,
+    lives: Vec<Arc<NetworkLive>>,
+    keys: Arc<KeyRing>,
+    shutdown: Shutdown,
+) -> Option<Arc<ClusterState>> {
+    let cluster = config.cluster.clone()?;
+    let state = Arc::new(ClusterState {
+        node_id: format!("{:016x}", fastrand::u64(..)),
+        connected: AtomicBool::new(false),
+        last_sync_ms: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        peers: ArcSwap::from_pointee(Vec::new()),
+    });
+    let shared = state.clone();
+    let config = config.clone();
+    std::thread::Builder::new()
+        .name("prism-cluster".into())
+        .spawn(move || Sync::new(cluster, config, lives, keys, shared).run(&shutdown))
+        .expect("spawn cluster thread");
+    Some(state)
+}
+
+struct Sync {
+    cluster: Cluster,
+    config: Arc<Config>,
+    lives: Vec<Arc<NetworkLive>>,
+    keys: Arc<KeyRing>,
+    state: Arc<ClusterState>,
+    conn: Option<redis::Connection>,
+    script: redis::Script,
+    nodes: u32,
+}
+
+impl Sync {
+    fn new(
+        cluster: Cluster,
+        config: Arc<Config>,
+        lives: Vec<Arc<NetworkLive>>,
+        keys: Arc<KeyRing>,
+        state: Arc<ClusterState>,
+    ) -> Self {
+        let nodes = cluster.expected_nodes.max(1);
+        Sync {
+            cluster,
+            config,
+            lives,
+            keys,
+            state,
+            conn: None,
+            script: redis::Script::new(LEASE_SCRIPT),
+            nodes,
+        }
+    }
+
+    fn run(mut self, shutdown: &Shutdown) {
+        let interval = Duration::from_millis(self.cluster.sync_interval_ms.max(10));
+        while !shutdown.is_triggered() {
+            let started = Instant::now();
+            match self.sync_once() {
+                Ok(()) => {
+                    if !self.state.connected.swap(true, Ordering::AcqRel) {
+                        tracing::info!(node = %self.state.node_id, "cluster: Redis reachable; sharing state and limits");
+                    }
+                    self.state.last_sync_ms.store(wall_ms(), Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.conn = None;
+                    self.state.errors.fetch_add(1, Ordering::Relaxed);
+                    if self.state.connected.swap(false, Ordering::AcqRel) {
+                        tracing::warn!(error = %e, nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share");
+                    }
+                    self.fall_back();
+                }
+            }
+            std::thread::sleep(interval.saturating_sub(started.elapsed()));
+        }
+    }
+
+    fn connection(&mut self) -> redis::RedisResult<&mut redis::Connection> {
+        if self.conn.is_none() {
+            let client = redis::Client::open(self.cluster.redis_url.as_str())?;
+            let conn = client.get_connection_with_timeout(Duration::from_millis(300))?;
+            conn.set_read_timeout(Some(Duration::from_millis(500)))?;
+            conn.set_write_timeout(Some(Duration::from_millis(500)))?;
+            self.conn = Some(conn);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    fn key(&self, parts: &str) -> String {
+        format!("{}:{parts}", self.cluster.prefix)
+    }
+
+    fn sync_once(&mut self) -> redis::RedisResult<()> {
+        let payload = self.payload();
+        let ttl = self.cluster.ttl_ms.max(1);
+        let now = wall_ms();
+        let id = self.state.node_id.clone();
+        let node_key = self.key(&format!("node:{id}"));
+        let nodes_key = self.key("nodes");
+        let conn = self.connection()?;
+        let (live_ids,): (Vec<String>,) = redis::pipe()
+            .cmd("SET")
+            .arg(&node_key)
+            .arg(&payload)
+            .arg("PX")
+            .arg(ttl)
+            .ignore()
+            .cmd("ZADD")
+            .arg(&nodes_key)
+            .arg(now + ttl)
+            .arg(&id)
+            .ignore()
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(&nodes_key)
+            .arg("-inf")
+            .arg(now)
+            .ignore()
+            .cmd("ZRANGEBYSCORE")
+            .arg(&nodes_key)
+            .arg(now)
+            .arg("+inf")
+            .query(conn)?;
+        let peers: Vec<String> = live_ids.into_iter().filter(|p| *p != id).collect();
+        let payloads: Vec<Option<String>> = if peers.is_empty() {
+            Vec::new()
+        } else {
+            let keys: Vec<String> = peers
+                .iter()
+                .map(|p| format!("{}:node:{p}", self.cluster.prefix))
+                .collect();
+            redis::cmd("MGET")
+                .arg(keys)
+                .query(self.conn.as_mut().expect("connected"))?
+        };
+        let mut seen = Vec::new();
+        for (peer, payload) in peers.iter().zip(payloads) {
+            if let Some(p) = payload {
+                seen.push(self.apply(peer, &p));
+            }
+        }
+        self.nodes = (seen.len() as u32 + 1).max(1);
+        self.state.peers.store(Arc::new(seen));
+        self.lease()?;
+        Ok(())
+    }
+
+    /// This node's view, one fact per line.
+    fn payload(&self) -> String {
+        let mut out = String::from("v1\n");
+        for (n, live) in self.lives.iter().enumerate() {
+            let _ = writeln!(out, "net {n} {}", live.best_head.load(Ordering::Relaxed));
+            let health = live.health.load();
+            for (i, p) in live.providers.iter().enumerate() {
+                let h = health.providers.get(i).cloned().unwrap_or_default();
+                let open = !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "prov {n} {i} {} {} {} {}",
+                    u8::from(open),
+                    p.head.load(Ordering::Relaxed),
+                    h.overall.p50_us,
+                    (h.overall.error_rate() * 1e6) as u64
+                );
+            }
+            for k in 0..=self.keys.entries().len() {
+                let m = live.marks.get(MarkKey::Key(k));
+                if m > 0 {
+                    let _ = writeln!(out, "mark {n} {k} {m}");
+                }
+            }
+        }
+        out
+    }
+
+    /// Folds a peer's view into this node's atomics.
+    fn apply(&self, peer: &str, payload: &str) -> Peer {
+        let until = now_ms() + self.cluster.ttl_ms;
+        let mut open = Vec::new();
+        let mut best_heads = vec![0; self.lives.len()];
+        for line in payload.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+            match f.first() {
+                Some(&"net") => {
+                    if let (Some(n), Some(best)) = (num(1), num(2)) {
+                        if let Some(live) = self.lives.get(n as usize) {
+                            live.best_head.fetch_max(best, Ordering::AcqRel);
+                            best_heads[n as usize] = best;
+                        }
+                    }
+                }
+                Some(&"prov") => {
+                    if let (Some(n), Some(i), Some(1)) = (num(1), num(2), num(3)) {
+                        if let Some(p) = self.lives.get(n as usize).and_then(|l| l.providers.get(i as usize)) {
+                            p.peer_open_until_ms.fetch_max(until, Ordering::AcqRel);
+                            let net = &self.config.networks[n as usize];
+                            open.push(format!("{}/{}", net.name, net.providers[i as usize].name));
+                        }
+                    }
+                }
+                Some(&"mark") => {
+                    if let (Some(n), Some(k), Some(h)) = (num(1), num(2), num(3)) {
+                        if let Some(live) = self.lives.get(n as usize) {
+                            if (k as usize) <= self.keys.entries().len() {
+                                live.marks.raise(MarkKey::Key(k as usize), h);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Peer {
+            id: peer.to_string(),
+            open,
+            best_heads,
+        }
+    }
+
+    /// Tops up leased tokens for every shared limit: about two sync intervals' worth, at least one.
+    fn lease(&mut self) -> redis::RedisResult<()> {
+        let tick_s = self.cluster.sync_interval_ms as f64 / 1000.0;
+        let mut wants: Vec<(String, f64, u32, i64, LeaseTarget)> = Vec::new();
+        for (k, entry) in self.keys.entries().iter().enumerate() {
+            if let Some(shared) = &entry.shared {
+                let target =
+                    ((shared.rate_per_s * tick_s * 2.0).ceil() as i64).clamp(1, i64::from(shared.burst.max(1)));
+                let stock = shared.stock.load(Ordering::Acquire);
+                if stock < target {
+                    wants.push((
+                        self.key(&format!("bucket:key:{}", entry.name)),
+                        shared.rate_per_s,
+                        shared.burst,
+                        target - stock,
+                        LeaseTarget::Key(k),
+                    ));
+                }
+            }
+        }
+        for (n, net) in self.config.networks.iter().enumerate() {
+            for (i, p) in net.providers.iter().enumerate() {
+                if let Some(q) = p.quota_rps {
+                    let rate = f64::from(q);
+                    let target = ((rate * tick_s * 2.0).ceil() as i64).max(1);
+                    let stock = self.lives[n].providers[i].quota_stock.load(Ordering::Acquire);
+                    if stock < target {
+                        let key = self.key(&format!("bucket:quota:{}:{}", net.name, p.name));
+                        wants.push((key, rate, q, target - stock, LeaseTarget::Provider(n, i)));
+                    }
+                }
+            }
+        }
+        for (key, rate, burst, want, target) in wants {
+            let granted: i64 = self
+                .script
+                .key(&key)
+                .arg(rate)
+                .arg(burst)
+                .arg(want)
+                .invoke(self.conn.as_mut().expect("connected"))?;
+            match target {
+                LeaseTarget::Key(k) => {
+                    if let Some(shared) = &self.keys.entries()[k].shared {
+                        shared.stock.fetch_add(granted, Ordering::AcqRel);
+                        shared.active.store(true, Ordering::Release);
+                    }
+                }
+                LeaseTarget::Provider(n, i) => {
+                    let p = &self.lives[n].providers[i];
+                    p.quota_stock.fetch_add(granted, Ordering::AcqRel);
+                    p.quota_leased.store(true, Ordering::Release);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Redis is away: every shared limit spends this node's share until it is back.
+    fn fall_back(&self) {
+        for entry in self.keys.entries() {
+            if let Some(shared) = &entry.shared {
+                if shared.active.swap(false, Ordering::AcqRel) {
+                    shared.set_nodes(self.nodes);
+                    shared.stock.store(0, Ordering::Release);
+                }
+            }
+        }
+        for live in &self.lives {
+            for p in live.providers.iter() {
+                // Quota falls back to local burn measurement (the router's own quota_burn).
+                p.quota_leased.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+enum LeaseTarget {
+    Key(usize),
+    Provider(usize, usize),
+}
