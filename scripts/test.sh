@@ -4,13 +4,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
-# Tests need nothing beyond the toolchain yet; later suites add their packages here
-# (redis-server, nginx for perf, chromium for the status page, node for real clients).
-for pkg in "$@"; do need_apt+=("$pkg"); done
-if [ ${#need_apt[@]} -gt 0 ]; then
+# Debian packages the integration tests use: a real Redis for the cluster tests, headless Chromium for the
+# status page, openssl for test certificates, Python's Prometheus text parser for the metrics test.
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+python3 -c 'import prometheus_client' >/dev/null 2>&1 || need+=(python3-prometheus-client)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# The Debian Python package lands in the system interpreter; make sure the one on PATH sees it too.
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+  python3 -m pip install -q prometheus_client 2>/dev/null || pip3 install -q prometheus_client
 fi
 
 # io_uring registers buffers: glommio needs RLIMIT_MEMLOCK >= 512 KiB.
@@ -23,5 +32,5 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
-# Each integration test starts real Prism processes; keep parallelism sane for 2 cores.
+# Each integration test starts real Prism processes (and Redis, Chromium); keep parallelism sane for 2 cores.
 cargo test --locked -- --test-threads="${PRISM_TEST_THREADS:-4}"
