@@ -151,6 +151,8 @@ impl Sync {
                         tracing::warn!(error = %e, nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share");
                     }
                     self.fall_back();
+                    // Peers cannot be seen without Redis; their advisory state expires on its own.
+                    self.state.peers.store(Arc::new(Vec::new()));
                 }
             }
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
@@ -229,15 +231,19 @@ impl Sync {
     /// This node's view, one fact per line.
     fn payload(&self) -> String {
         let mut out = String::from("v1\n");
+        // Networks and providers by name: peers' configs need not list them in the same order.
         for (n, live) in self.lives.iter().enumerate() {
-            let _ = writeln!(out, "net {n} {}", live.best_head.load(Ordering::Relaxed));
+            let net = &self.config.networks[n];
+            let _ = writeln!(out, "net {} {}", net.name, live.best_head.load(Ordering::Relaxed));
             let health = live.health.load();
             for (i, p) in live.providers.iter().enumerate() {
                 let h = health.providers.get(i).cloned().unwrap_or_default();
                 let open = !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
-                    "prov {n} {i} {} {} {} {}",
+                    "prov {} {} {} {} {} {}",
+                    net.name,
+                    net.providers[i].name,
                     u8::from(open),
                     p.head.load(Ordering::Relaxed),
                     h.overall.p50_us,
@@ -247,7 +253,12 @@ impl Sync {
             for k in 0..=self.keys.entries().len() {
                 let m = live.marks.get(MarkKey::Key(k));
                 if m > 0 {
-                    let _ = writeln!(out, "mark {n} {k} {m}");
+                    let key = if k == 0 {
+                        "-"
+                    } else {
+                        self.keys.entries()[k - 1].name.as_str()
+                    };
+                    let _ = writeln!(out, "mark {} {key} {m}", net.name);
                 }
             }
         }
@@ -259,34 +270,43 @@ impl Sync {
         let until = now_ms() + self.cluster.ttl_ms;
         let mut open = Vec::new();
         let mut best_heads = vec![0; self.lives.len()];
+        let network = |name: &str| self.config.networks.iter().position(|n| n.name == name);
         for line in payload.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+            let Some(n) = f.get(1).and_then(|name| network(name)) else {
+                continue;
+            };
+            let live = &self.lives[n];
             match f.first() {
                 Some(&"net") => {
-                    if let (Some(n), Some(best)) = (num(1), num(2)) {
-                        if let Some(live) = self.lives.get(n as usize) {
-                            live.best_head.fetch_max(best, Ordering::AcqRel);
-                            best_heads[n as usize] = best;
-                        }
+                    if let Some(best) = num(2) {
+                        // Advisory: ranks providers, never excludes one (drift uses this node's own view).
+                        live.peer_best_head.fetch_max(best, Ordering::AcqRel);
+                        live.peer_best_until_ms.store(until, Ordering::Release);
+                        best_heads[n] = best;
                     }
                 }
                 Some(&"prov") => {
-                    if let (Some(n), Some(i), Some(1)) = (num(1), num(2), num(3)) {
-                        if let Some(p) = self.lives.get(n as usize).and_then(|l| l.providers.get(i as usize)) {
-                            p.peer_open_until_ms.fetch_max(until, Ordering::AcqRel);
-                            let net = &self.config.networks[n as usize];
-                            open.push(format!("{}/{}", net.name, net.providers[i as usize].name));
-                        }
+                    let provider = f
+                        .get(2)
+                        .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
+                    if let (Some(i), Some(1)) = (provider, num(3)) {
+                        live.providers[i].peer_open_until_ms.fetch_max(until, Ordering::AcqRel);
+                        open.push(format!(
+                            "{}/{}",
+                            self.config.networks[n].name, self.config.networks[n].providers[i].name
+                        ));
                     }
                 }
                 Some(&"mark") => {
-                    if let (Some(n), Some(k), Some(h)) = (num(1), num(2), num(3)) {
-                        if let Some(live) = self.lives.get(n as usize) {
-                            if (k as usize) <= self.keys.entries().len() {
-                                live.marks.raise(MarkKey::Key(k as usize), h);
-                            }
-                        }
+                    let key = match f.get(2) {
+                        Some(&"-") => Some(0),
+                        Some(name) => self.keys.entries().iter().find(|e| e.name == *name).map(|e| e.index),
+                        None => None,
+                    };
+                    if let (Some(k), Some(h)) = (key, num(3)) {
+                        live.marks.raise(MarkKey::Key(k), h);
                     }
                 }
                 _ => {}

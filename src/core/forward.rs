@@ -324,6 +324,8 @@ impl<'r, 'c> Attempts<'r, 'c> {
         let mut attempt = 0u32;
         let mut last: Option<CallOutcome> = None;
         let mut backoffs = 0u32;
+        // The last answer came from a provider below the client's mark.
+        let mut lagging = false;
         loop {
             let now = now_ms();
             let dice = fastrand::f64();
@@ -342,6 +344,12 @@ impl<'r, 'c> Attempts<'r, 'c> {
             };
             let i = match choice {
                 Choice::Provider(i) => i,
+                // Out of providers after a lagging answer: never hand a client a height below its mark.
+                _ if lagging => {
+                    return self
+                        .synthesized_head()
+                        .unwrap_or_else(|| last.expect("lagging sets last"))
+                }
                 Choice::AllDown { open, retry_after_ms } => {
                     return last.unwrap_or(CallOutcome::Failed(ProxyError::AllDown {
                         providers_open: open,
@@ -373,12 +381,14 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 Verdict::Reroute { answer } => {
                     // Unsupported here / data unavailable here: try elsewhere at once, no backoff.
                     last = Some(answer);
+                    lagging = false;
                     if !more || self.write {
                         return last.unwrap();
                     }
                 }
                 Verdict::Lagging { answer } => {
                     last = Some(answer);
+                    lagging = true;
                     if !more {
                         return self.synthesized_head().unwrap_or_else(|| last.unwrap());
                     }

@@ -51,6 +51,9 @@ pub enum Choice {
     Exhausted,
 }
 
+/// Score added to a provider more than `max_drift_blocks` behind the best head peers report.
+const PEER_LAG_PENALTY: f64 = 0.2;
+
 /// Ties within this score distance share traffic in rotation instead of all going to one.
 const TIE: f64 = 0.02;
 
@@ -150,8 +153,19 @@ pub fn choose(
                 .max(1) as f64;
             let mut scores = [0f64; 64];
             let mut best = f64::INFINITY;
+            // Peers (with `[cluster]`) may know a higher head: a provider far behind it ranks lower, but is
+            // never excluded on a peer's word.
+            let peer_best = live.peer_best(now_ms);
             for (k, &i) in cand.iter().enumerate() {
-                scores[k] = score(statics, health, &ask.weights, ask.family, i, max_p50) / statics[i].weight;
+                let behind_peers = peer_best > 0
+                    && live.providers[i]
+                        .head
+                        .load(Ordering::Relaxed)
+                        .saturating_add(live.max_drift)
+                        < peer_best;
+                scores[k] = (score(statics, health, &ask.weights, ask.family, i, max_p50)
+                    + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })
+                    / statics[i].weight;
                 best = best.min(scores[k]);
             }
             let ties = scores[..m].iter().filter(|&&s| s <= best + TIE).count();

@@ -102,6 +102,9 @@ pub struct NetworkLive {
     pub providers: Box<[ProviderLive]>,
     /// Best head across the pool.
     pub best_head: AtomicU64,
+    /// Best head peer nodes report (advisory, `[cluster]`), valid until `peer_best_until_ms`.
+    pub peer_best_head: AtomicU64,
+    pub peer_best_until_ms: AtomicU64,
     pub max_drift: u64,
     pub hwm_tolerance: u64,
     /// Configured chain id: providers must match it before they serve.
@@ -115,6 +118,8 @@ impl NetworkLive {
         Arc::new(NetworkLive {
             providers: network.providers.iter().map(|_| ProviderLive::new(policy)).collect(),
             best_head: AtomicU64::new(0),
+            peer_best_head: AtomicU64::new(0),
+            peer_best_until_ms: AtomicU64::new(0),
             max_drift: network.max_drift_blocks,
             hwm_tolerance: network.hwm_tolerance_blocks,
             chain_id: network.chain_id,
@@ -151,6 +156,15 @@ impl NetworkLive {
             "unverified"
         } else {
             p.describe(now_ms)
+        }
+    }
+
+    /// The best head peers report, while their reports are fresh.
+    pub fn peer_best(&self, now_ms: u64) -> u64 {
+        if self.peer_best_until_ms.load(Ordering::Acquire) > now_ms {
+            self.peer_best_head.load(Ordering::Acquire)
+        } else {
+            0
         }
     }
 

@@ -80,6 +80,8 @@ struct Topic {
     upstream_id: RefCell<Option<String>>,
     subscribers: RefCell<Vec<Rc<Subscriber>>>,
     inbox: Rc<LocalQueue<Inbound>>,
+    /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
+    refused: RefCell<Vec<usize>>,
     /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
     watermark: Cell<u64>,
     recent_logs: RefCell<VecDeque<Vec<u8>>>,
@@ -153,6 +155,7 @@ impl SubHub {
                     upstream_id: RefCell::new(None),
                     subscribers: RefCell::new(Vec::new()),
                     inbox: LocalQueue::new(4096),
+                    refused: RefCell::new(Vec::new()),
                     watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
                     recent_logs: RefCell::new(VecDeque::new()),
                 });
@@ -250,7 +253,9 @@ impl SubHub {
                     if usable(&route, p) && !link_down {
                         continue;
                     }
-                    let Some(next) = pick_ws_provider(&route, Some(p)) else {
+                    let mut avoid = topic.refused.borrow().clone();
+                    avoid.push(p);
+                    let Some(next) = pick_ws_provider_excluding(&route, &avoid).filter(|&n| usable(&route, n)) else {
                         continue;
                     };
                     tracing::warn!(network = %route.name, from = %route.upstreams[p].name, to = %route.upstreams[next].name,
@@ -272,6 +277,19 @@ impl SubHub {
 fn usable(route: &NetworkRoute, p: usize) -> bool {
     let live = &route.live.providers[p];
     route.live.admissible(p) && live.breaker.is_closed()
+}
+
+/// A provider with a WebSocket URL that has not refused the topic, preferring healthy and deep ones.
+fn pick_ws_provider_excluding(route: &NetworkRoute, refused: &[usize]) -> Option<usize> {
+    (0..route.upstreams.len())
+        .filter(|&i| route.ws_urls[i].is_some() && !refused.contains(&i))
+        .max_by_key(|&i| {
+            (
+                usable(route, i),
+                route.live.providers[i].head.load(Ordering::Relaxed),
+                std::cmp::Reverse(i),
+            )
+        })
 }
 
 /// A provider with a WebSocket URL, usable, preferring any but `avoid`.
@@ -431,7 +449,7 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
     }
 }
 
-fn on_upstream_message(route: &NetworkRoute, link: &Link, text: &[u8]) {
+fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
     if let Some(params) = object_field(text, "params") {
         // {"method":"eth_subscription","params":{"subscription":ID,"result":...}}
         let (Some(sub), Some(result)) = (
@@ -459,7 +477,16 @@ fn on_upstream_message(route: &NetworkRoute, link: &Link, text: &[u8]) {
         return;
     };
     let Some(upstream) = object_field(text, "result").and_then(plain_str) else {
-        tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription");
+        tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription; trying another provider");
+        let topic = route.subs.topics.borrow().get(&key).cloned();
+        if let Some(topic) = topic.filter(|t| t.provider.get() == Some(link.provider)) {
+            topic.refused.borrow_mut().push(link.provider);
+            let refused = topic.refused.borrow().clone();
+            if let Some(next) = pick_ws_provider_excluding(route, &refused) {
+                topic.provider.set(Some(next));
+                route.subs.link(route, next).subscribe(&key, &topic);
+            }
+        }
         return;
     };
     let topic = route.subs.topics.borrow().get(&key).cloned();
@@ -550,15 +577,12 @@ fn deliver_log(route: &NetworkRoute, topic: &Topic, log: &[u8]) {
     fan_out(route, topic, log, None);
 }
 
-/// After a resubscription: fetch logs from the block after the last one seen up to the head.
+/// After a resubscription: fetch logs from the block of the last one delivered (a socket can die half-way
+/// through a block) up to the provider's latest; the (blockHash, logIndex) window drops what was delivered.
 async fn backfill_logs(route: &NetworkRoute, topic: &Topic) {
-    let from = topic.watermark.get() + 1;
-    let head = route.live.best_head.load(Ordering::Relaxed);
-    if head < from {
-        return;
-    }
+    let from = topic.watermark.get();
     let filter = nth_element(&topic.params, 1).unwrap_or(b"{}");
-    let mut params = format!(r#"[{{"fromBlock":"0x{from:x}","toBlock":"0x{head:x}""#).into_bytes();
+    let mut params = format!(r#"[{{"fromBlock":"0x{from:x}","toBlock":"latest""#).into_bytes();
     for field in ["address", "topics"] {
         if let Some(v) = object_field(filter, field) {
             params.extend_from_slice(format!(r#","{field}":"#).as_bytes());
@@ -582,7 +606,6 @@ async fn backfill_logs(route: &NetworkRoute, topic: &Topic) {
     if delivered > 0 {
         route.recorder.metrics().ws_backfilled(false, delivered);
     }
-    topic.watermark.set(topic.watermark.get().max(head));
 }
 
 /// One read through the normal routing path (breakers, retries).

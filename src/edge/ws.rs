@@ -51,10 +51,16 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
     let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
 
+    // A write that cannot finish within the slow-client timeout means the client stopped reading.
+    let write_timeout = Duration::from_millis(limits.client_timeout_ms);
     let writer = async {
         while let Some(msg) = out.pop().await {
-            if sink.send(msg).await.is_err() {
-                return;
+            if out.overflowed() {
+                break; // what is still queued will not be read in time either
+            }
+            match timeout_at(Instant::now() + write_timeout, sink.send(msg)).await {
+                Ok(Ok(())) => {}
+                _ => return,
             }
         }
         let (code, reason) = if out.overflowed() {
@@ -62,13 +68,15 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             (CloseCode::Away, "closing")
         };
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code,
-                reason: reason.into(),
-            })))
-            .await;
-        let _ = sink.close().await;
+        let close = Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = timeout_at(Instant::now() + Duration::from_secs(1), async {
+            let _ = sink.send(close).await;
+            let _ = sink.close().await;
+        })
+        .await;
     };
     let reader = async {
         let idle = Duration::from_millis(limits.idle_timeout_ms);
@@ -77,7 +85,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             let next = futures_lite::future::or(
                 async { Some(timeout_at(Instant::now() + idle, frames.next()).await) },
                 async {
-                    shard.shutdown.triggered().await;
+                    futures_lite::future::or(shard.shutdown.triggered(), out.closed()).await;
                     None
                 },
             )
@@ -125,6 +133,8 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         }
         out.close();
     };
+    // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
+    // as soon as the writer gives up on it.
     futures_lite::future::zip(reader, writer).await;
     for id in subs.borrow().iter() {
         SubHub::unsubscribe(&route, id);

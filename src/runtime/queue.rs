@@ -13,6 +13,7 @@ pub struct LocalQueue<T> {
     closed: Cell<bool>,
     overflowed: Cell<bool>,
     event: Event,
+    closed_event: Event,
 }
 
 /// Why a push was refused.
@@ -31,6 +32,7 @@ impl<T> LocalQueue<T> {
             closed: Cell::new(false),
             overflowed: Cell::new(false),
             event: Event::new(),
+            closed_event: Event::new(),
         })
     }
 
@@ -55,6 +57,21 @@ impl<T> LocalQueue<T> {
     pub fn close(&self) {
         self.closed.set(true);
         self.event.notify(usize::MAX);
+        self.closed_event.notify(usize::MAX);
+    }
+
+    /// Resolves once the queue is closed (by either side, or by an overflow).
+    pub async fn closed(&self) {
+        loop {
+            if self.closed.get() {
+                return;
+            }
+            let listener = self.closed_event.listen();
+            if self.closed.get() {
+                return;
+            }
+            listener.await;
+        }
     }
 
     /// Closed because a push found it full.
