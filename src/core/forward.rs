@@ -211,8 +211,9 @@ async fn reuse_or_forward(
         store(&outcome, key);
         return outcome;
     };
-    // Head-sensitive reads only join callers held to the same high-water mark.
-    let mut join_key = key.clone();
+    // Head-sensitive reads only join callers held to the same high-water mark. The cache key is only kept
+    // (cloned) when the answer may be cached; otherwise it becomes the join key as it is.
+    let (mut join_key, cache_key) = if pin.is_some() { (key.clone(), Some(key)) } else { (key, None) };
     if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest {
         match caller.mark {
             MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
@@ -231,7 +232,9 @@ async fn reuse_or_forward(
         }
         Role::Leader(leader) => {
             let outcome = upstream(route, call, info, caller, deadline, ids).await;
-            store(&outcome, key);
+            if let Some(key) = cache_key {
+                store(&outcome, key);
+            }
             leader.finish(&outcome);
             outcome
         }

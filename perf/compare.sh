@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# Side-by-side load comparison on loopback: a fast upstream called directly, through nginx (1 worker, upstream
+# keep-alive) and through Prism (1 shard), interleaved over several rounds in one run. See perf/README.md.
+#
+# Usage: perf/compare.sh            (env knobs below; e.g. ROUNDS=5 DURATION=15 perf/compare.sh)
+#   ROUNDS=3          rounds; each round runs every target once in each mode, targets in rotated order
+#   DURATION=10       seconds per measured run
+#   WARMUP=2          seconds of unmeasured closed-loop load before each target's runs
+#   RATE=5000         fixed rate (req/s) of the latency run (oha -q, --latency-correction)
+#   FIXED_CONC=16     connections of the fixed-rate run
+#   CLOSED_CONC=32    connections of the closed-loop run
+#   TARGETS="direct nginx prism"
+#   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU
+#   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
+#                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
+#   SKIP_BUILD=1      use the binaries already built
+#   KEEP=1            keep the work directory (configs, logs, raw oha JSON)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PERF="$ROOT/perf"
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+RATE=${RATE:-5000}
+FIXED_CONC=${FIXED_CONC:-16}
+CLOSED_CONC=${CLOSED_CONC:-32}
+TARGETS=${TARGETS:-"direct nginx prism"}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+QUIET_WAIT=${QUIET_WAIT:-120}
+BODY='{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+
+# No "prism" in any path or name of what runs: other work on the machine that cleans up its own Prism
+# processes by name (pkill -f prism) must not hit the one under test.
+WORK=$(mktemp -d /tmp/perfcmp.XXXXXX)
+RESULTS="$WORK/results.jsonl"
+: >"$RESULTS"
+declare -a STARTED=() # pids this script started (each the leader of what it runs)
+
+log() { printf '[compare %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+stop_pid() { # pid: SIGTERM, then SIGKILL after 5 s
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  set +e
+  for pid in "${STARTED[@]}"; do stop_pid "$pid"; done
+  wait 2>/dev/null
+  if [[ -n "${KEEP:-}" || $rc -ne 0 ]]; then log "work directory kept: $WORK"; else rm -rf "$WORK"; fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Waits until a POST to $1 answers with a JSON-RPC result; fails after ~10 s.
+wait_ready() {
+  local url=$1 name=$2 i out
+  for i in $(seq 100); do
+    out=$(curl -s -m 1 -X POST -H 'content-type: application/json' -d "$BODY" "$url" || true)
+    if [[ "$out" == *'"result"'* && "$out" == *'"id":1'* ]]; then log "$name ready at $url: $out"; return 0; fi
+    sleep 0.1
+  done
+  die "$name did not answer at $url (last answer: ${out:-none})"
+}
+
+# utime+stime (clock ticks) summed over the pids given.
+cpu_ticks() {
+  local t=0 pid f
+  for pid in "$@"; do
+    f=$(cat "/proc/$pid/stat") || die "process $pid is gone (see its log under $WORK)"
+    f=${f##*) } # fields after the command name; utime, stime are fields 14, 15 → 12th, 13th here
+    read -r -a a <<<"$f"
+    t=$((t + a[11] + a[12]))
+  done
+  echo "$t"
+}
+# Sum of on-CPU nanoseconds of every live thread (schedstat), a finer cross-check of cpu_ticks.
+sched_ns() {
+  local t=0 pid s
+  for pid in "$@"; do
+    for s in /proc/"$pid"/task/*/schedstat; do
+      read -r ns _ <"$s" 2>/dev/null || continue
+      t=$((t + ns))
+    done
+  done
+  echo "$t"
+}
+core_busy() { # busy ticks (user nice system irq softirq) of CPU $1, from /proc/stat
+  awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+# Waits (up to QUIET_WAIT s) until both cores were idle for a whole second.
+wait_quiet() {
+  ((QUIET_WAIT > 0)) || return 0
+  local deadline=$((SECONDS + QUIET_WAIT)) p0 l0 p1 l1 hz said=""
+  hz=$(getconf CLK_TCK)
+  while :; do
+    p0=$(core_busy "$PROXY_CPU"); l0=$(core_busy "$LOAD_CPU")
+    sleep 1
+    p1=$(core_busy "$PROXY_CPU"); l1=$(core_busy "$LOAD_CPU")
+    if (((p1 - p0) * 10 <= hz && (l1 - l0) * 10 <= hz)); then return 0; fi
+    if ((SECONDS >= deadline)); then log "warning: cores still busy (cpu$PROXY_CPU $((p1 - p0)), cpu$LOAD_CPU $((l1 - l0)) ticks/s); measuring anyway"; return 0; fi
+    [[ -n "$said" ]] || { log "waiting for the cores to go quiet (cpu$PROXY_CPU $((p1 - p0)), cpu$LOAD_CPU $((l1 - l0)) ticks/s busy)"; said=1; }
+  done
+}
+hwm_kb() { # sum of VmHWM over pids
+  local t=0 pid v
+  for pid in "$@"; do
+    v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
+    t=$((t + v))
+  done
+  echo "$t"
+}
+
+# ---------------------------------------------------------------------------------------------- tools and builds
+find_oha() {
+  if command -v oha >/dev/null; then command -v oha; return; fi
+  if [[ -x "$HOME/.cargo/bin/oha" ]]; then echo "$HOME/.cargo/bin/oha"; return; fi
+  log "oha not found: cargo install oha --locked (a few minutes)"
+  cargo install oha --locked >&2 || die "cargo install oha failed"
+  echo "$HOME/.cargo/bin/oha"
+}
+OHA=$(find_oha)
+# oha >= 1.5 writes JSON with --output-format json; older ones with -j.
+if "$OHA" --help | grep -q -- '--output-format'; then OHA_JSON=(--output-format json); else OHA_JSON=(-j); fi
+log "oha: $("$OHA" --version)"
+
+want() { [[ " $TARGETS " == *" $1 "* ]]; }
+
+if want nginx; then
+  NGINX=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
+  if [[ -z "$NGINX" ]]; then
+    log "nginx not found: apt-get install -y nginx"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx) >&2 || die "cannot install nginx"
+    NGINX=/usr/sbin/nginx
+  fi
+  log "nginx: $("$NGINX" -v 2>&1)"
+fi
+
+mkdir -p "$ROOT/target/perf"
+UPSTREAM_BIN="$ROOT/target/perf/fast_upstream"
+PRISM_BIN="$ROOT/target/release/prism"
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  log "building the fast upstream (rustc -O, std only)"
+  rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"
+  if want prism; then
+    log "cargo build --release"
+    (cd "$ROOT" && cargo build --release --bin prism) >&2
+  fi
+fi
+[[ -x "$UPSTREAM_BIN" ]] || die "missing $UPSTREAM_BIN"
+if want prism; then [[ -x "$PRISM_BIN" ]] || die "missing $PRISM_BIN"; fi
+
+# ---------------------------------------------------------------------------------------------- processes
+UP_PORT=$(free_port)
+taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$WORK/upstream.log" 2>&1 &
+STARTED+=($!)
+wait_ready "http://127.0.0.1:$UP_PORT/" upstream
+declare -A URL PIDS
+URL[direct]="http://127.0.0.1:$UP_PORT/"
+PIDS[direct]=""
+
+if want nginx; then
+  NG_PORT=$(free_port)
+  NG="$WORK/nginx"
+  mkdir -p "$NG/logs" "$NG/tmp"
+  cat >"$NG/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process on;
+user root;
+pid $NG/nginx.pid;
+error_log $NG/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $NG/tmp/body;
+  proxy_temp_path $NG/tmp/proxy;
+  fastcgi_temp_path $NG/tmp/fastcgi;
+  uwsgi_temp_path $NG/tmp/uwsgi;
+  scgi_temp_path $NG/tmp/scgi;
+  keepalive_requests 1000000;
+  keepalive_timeout 75s;
+  upstream fast {
+    server 127.0.0.1:$UP_PORT;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$NG_PORT;
+    location / {
+      proxy_pass http://fast;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+  taskset -c "$PROXY_CPU" "$NGINX" -p "$NG" -c "$NG/nginx.conf" >"$NG/logs/stdout.log" 2>&1 &
+  NG_MASTER=$!
+  STARTED+=("$NG_MASTER")
+  URL[nginx]="http://127.0.0.1:$NG_PORT/"
+  wait_ready "${URL[nginx]}" nginx
+  NG_WORKERS=$(pgrep -P "$NG_MASTER" | tr '\n' ' ')
+  [[ -n "$NG_WORKERS" ]] || die "no nginx worker under master $NG_MASTER"
+  PIDS[nginx]="$NG_MASTER $NG_WORKERS"
+  log "nginx master $NG_MASTER workers $NG_WORKERS"
+fi
+
+if want prism; then
+  PR_PORT=$(free_port)
+  PR="$WORK/proxy"
+  mkdir -p "$PR"
+  cp "$PRISM_BIN" "$PR/rpc-proxy" # see WORK above
+  cat >"$PR/config.toml" <<EOF
+[server]
+listen = "127.0.0.1:$PR_PORT"
+admin_listen = "127.0.0.1:0"
+shards = 1
+pin_cores = false
+
+[[networks]]
+name = "bench"
+kind = "evm"
+chain_id = 4663
+
+  [[networks.providers]]
+  name = "fast"
+  url = "http://127.0.0.1:$UP_PORT"
+EOF
+  taskset -c "$PROXY_CPU" "$PR/rpc-proxy" serve --config "$PR/config.toml" >"$PR/proxy.log" 2>&1 &
+  PR_PID=$!
+  STARTED+=("$PR_PID")
+  URL[prism]="http://127.0.0.1:$PR_PORT/"
+  wait_ready "${URL[prism]}" prism || { tail -20 "$PR/proxy.log" >&2; exit 1; }
+  PIDS[prism]="$PR_PID"
+  log "prism pid $PR_PID ($(ls /proc/$PR_PID/task | wc -l) threads)"
+fi
+
+# ---------------------------------------------------------------------------------------------- load
+oha_run() { # target mode round
+  local target=$1 mode=$2 round=$3 out="$WORK/oha-$3-$1-$2.json" pids=${PIDS[$1]} c0=0 c1=0 s0=0 s1=0 rss=0 b0 b1
+  local -a args=(--no-tui -z "${DURATION}s" -m POST -H 'content-type: application/json' -d "$BODY")
+  if [[ $mode == fixed ]]; then args+=(-c "$FIXED_CONC" -q "$RATE" --latency-correction); else args+=(-c "$CLOSED_CONC"); fi
+  wait_quiet
+  # shellcheck disable=SC2086
+  if [[ -n "$pids" ]]; then c0=$(cpu_ticks $pids); s0=$(sched_ns $pids); fi
+  b0=$(core_busy "$PROXY_CPU")
+  taskset -c "$LOAD_CPU" "$OHA" "${OHA_JSON[@]}" "${args[@]}" "${URL[$target]}" >"$out" 2>"$out.err" || die "oha failed on $target: $(cat "$out.err")"
+  b1=$(core_busy "$PROXY_CPU")
+  # shellcheck disable=SC2086
+  if [[ -n "$pids" ]]; then c1=$(cpu_ticks $pids); s1=$(sched_ns $pids); rss=$(hwm_kb $pids); fi
+  printf '{"round":%d,"target":"%s","mode":"%s","oha":"%s","cpu_ticks":%d,"hz":%d,"sched_ns":%d,"rss_kb":%d,"core_busy_ticks":%d}\n' \
+    "$round" "$target" "$mode" "$out" $((c1 - c0)) "$(getconf CLK_TCK)" $((s1 - s0)) "$rss" $((b1 - b0)) >>"$RESULTS"
+  python3 "$PERF/report.py" --one "$RESULTS" >&2
+}
+
+read -r -a T <<<"$TARGETS"
+log "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these 2 cores skews every figure)"
+log "rounds=$ROUNDS duration=${DURATION}s rate=$RATE fixed_c=$FIXED_CONC closed_c=$CLOSED_CONC proxy cpu=$PROXY_CPU load cpu=$LOAD_CPU"
+for ((r = 1; r <= ROUNDS; r++)); do
+  n=${#T[@]}
+  for ((k = 0; k < n; k++)); do
+    target=${T[$(((k + r - 1) % n))]} # rotate the order each round
+    if ((WARMUP > 0)); then
+      taskset -c "$LOAD_CPU" "$OHA" --no-tui -z "${WARMUP}s" -c "$CLOSED_CONC" -m POST -H 'content-type: application/json' \
+        -d "$BODY" "${URL[$target]}" >/dev/null 2>&1 || true
+    fi
+    oha_run "$target" fixed "$r"
+    oha_run "$target" closed "$r"
+  done
+done
+
+# Peak RSS after the whole run, and a last check the proxies still answer correctly.
+for t in "${T[@]}"; do
+  out=$(curl -s -m 2 -X POST -H 'content-type: application/json' -d "$BODY" "${URL[$t]}" || true)
+  [[ "$out" == *'"result":"0x1"'* ]] || log "warning: $t answered '$out' after the run"
+done
+
+echo
+python3 "$PERF/report.py" --rate "$RATE" --duration "$DURATION" "$RESULTS"
