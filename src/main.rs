@@ -54,6 +54,14 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // A panic on a shard would leave its share of the port accepting connections nobody serves: report it
+    // and exit, so a supervisor restarts a whole Prism.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("prism: a thread panicked; exiting so a supervisor can restart the whole process");
+        std::process::exit(70);
+    }));
     let _log = logging::init(cli.log_format, &cli.log_level);
     match cli.command {
         Command::Check { config } => check(&config),

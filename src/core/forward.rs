@@ -213,7 +213,11 @@ async fn reuse_or_forward(
     };
     // Head-sensitive reads only join callers held to the same high-water mark. The cache key is only kept
     // (cloned) when the answer may be cached; otherwise it becomes the join key as it is.
-    let (mut join_key, cache_key) = if pin.is_some() { (key.clone(), Some(key)) } else { (key, None) };
+    let (mut join_key, cache_key) = if pin.is_some() {
+        (key.clone(), Some(key))
+    } else {
+        (key, None)
+    };
     if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest {
         match caller.mark {
             MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
@@ -224,10 +228,12 @@ async fn reuse_or_forward(
     match inflight.join_or_lead(join_key) {
         Role::Follower(slot) => {
             metrics.reuse(Reuse::Joined);
+            let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
             match slot.wait().await {
-                Some(outcome) => outcome,
-                // The leader's client went away before it finished: ask ourselves.
-                None => upstream(route, call, info, caller, deadline, ids).await,
+                // The mark may have risen while the shared call was in flight: a head below it is not ours.
+                Some(outcome) if !below_mark(route, &info, latest, caller, &outcome) => outcome,
+                // Below the mark, or the leader's client went away before it finished: ask ourselves.
+                _ => upstream(route, call, info, caller, deadline, ids).await,
             }
         }
         Role::Leader(leader) => {
@@ -238,6 +244,18 @@ async fn reuse_or_forward(
             leader.finish(&outcome);
             outcome
         }
+    }
+}
+
+/// Whether a shared answer reveals a head below the caller's current high-water mark.
+fn below_mark(route: &NetworkRoute, info: &MethodInfo, latest: bool, caller: &Caller, outcome: &CallOutcome) -> bool {
+    match outcome {
+        CallOutcome::Answer {
+            body,
+            value,
+            is_error: false,
+        } => revealed_head(info, latest, &body[value.clone()]).is_some_and(|h| h < route.live.marks.get(caller.mark)),
+        _ => false,
     }
 }
 

@@ -103,8 +103,12 @@ pub fn choose(
     }
     // The client's high-water mark: keep providers at or above it; if none is, keep the deepest.
     if ask.min_head > 0 || ask.prefer_deeper {
-        let head = |i: usize| live.providers[i].head.load(Ordering::Relaxed);
-        let deepest = cand[..m].iter().map(|&i| head(i)).max().unwrap_or(0);
+        // Each head is read once: probes may lower one at any moment, and the deepest must stay a candidate.
+        let mut heads = [0u64; 64];
+        for (k, &i) in cand[..m].iter().enumerate() {
+            heads[k] = live.providers[i].head.load(Ordering::Relaxed);
+        }
+        let deepest = heads[..m].iter().copied().max().unwrap_or(0);
         let floor = if ask.prefer_deeper {
             deepest
         } else {
@@ -112,13 +116,14 @@ pub fn choose(
         };
         let mut k = 0;
         for j in 0..m {
-            if head(cand[j]) >= floor {
+            if heads[j] >= floor {
                 cand[k] = cand[j];
                 k += 1;
             }
         }
         m = k;
     }
+    debug_assert!(m > 0, "the deepest candidate always survives the mark filter");
     let cand = &cand[..m];
     match ask.strategy {
         Strategy::RoundRobin => Choice::Provider(cand[rotation % m]),

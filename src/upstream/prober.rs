@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::core::breaker::{BreakerState, Transition};
+use crate::core::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use crate::core::methods::Family;
 use crate::core::route::NetworkRoute;
 use crate::core::state::ChainCheck;
@@ -14,6 +15,9 @@ use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::recorder::Outcome;
 use crate::transport::validate::check_response;
+
+/// How long a provider that throttled a probe is left alone.
+const THROTTLE_PARK_MS: u64 = 1_000;
 
 /// Longest a probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,27 +44,31 @@ pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shut
     }
 }
 
-async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Option<Vec<u8>> {
+/// One probe call. `Err` carries how the classifier reads the failure, so a throttled provider is parked
+/// rather than counted, exactly as for client traffic.
+async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<Vec<u8>, Class> {
     let mut body = Vec::with_capacity(64);
     crate::core::write_upstream_call(&mut body, id, method, Some(b"[]"));
     let resp = route.upstreams[i]
         .pool
         .post(&body, Instant::now() + PROBE_TIMEOUT, true)
         .await
-        .ok()?;
-    if !(200..300).contains(&resp.status) {
-        return None;
+        .map_err(|e| classify_transport(&e))?;
+    match check_response(&resp.body, id) {
+        Ok(answer) if answer.is_error => Err(classify_rpc_error_with_status(
+            resp.status,
+            &resp.body[answer.value],
+            false,
+        )),
+        Ok(answer) if (200..300).contains(&resp.status) => Ok(resp.body[answer.value].to_vec()),
+        _ if !(200..300).contains(&resp.status) => Err(classify_http(resp.status, &resp.body)),
+        _ => Err(Class::ProviderFailure),
     }
-    let answer = check_response(&resp.body, id).ok()?;
-    if answer.is_error {
-        return None;
-    }
-    Some(resp.body[answer.value].to_vec())
 }
 
 async fn check_chain(route: &NetworkRoute, i: usize, id: u64) {
     let Some(expected) = route.live.chain_id else { return };
-    let Some(result) = call(route, i, id, "eth_chainId").await else {
+    let Ok(result) = call(route, i, id, "eth_chainId").await else {
         return;
     };
     let p = &route.live.providers[i];
@@ -92,8 +100,12 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
     let result = call(route, i, id, "eth_blockNumber").await;
     let latency_us = started.elapsed().as_micros() as u64;
     let now = now_ms();
-    match result.as_deref().and_then(hex_quantity) {
-        Some(head) => {
+    let head = match &result {
+        Ok(value) => hex_quantity(value).ok_or(Class::ProviderFailure),
+        Err(class) => Err(*class),
+    };
+    match head {
+        Ok(head) => {
             route
                 .recorder
                 .record(route.index, i, Family::Light, latency_us, Outcome::Ok);
@@ -111,7 +123,26 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
                 }
             }
         }
-        None => {
+        Err(Class::Throttled | Class::QuotaExhausted) => {
+            // Rate limited: park it, count nothing; a half-open probe ends without a verdict.
+            route
+                .recorder
+                .record(route.index, i, Family::Light, latency_us, Outcome::Throttled);
+            p.park_until(now + THROTTLE_PARK_MS);
+            if is_probe {
+                p.breaker.on_inconclusive(now);
+            }
+        }
+        Err(class) if class != Class::ProviderFailure => {
+            // It answered, just not with a head (unsupported, ...): alive, but no verdict.
+            route
+                .recorder
+                .record(route.index, i, Family::Light, latency_us, Outcome::Rerouted);
+            if is_probe {
+                p.breaker.on_inconclusive(now);
+            }
+        }
+        Err(_) => {
             route
                 .recorder
                 .record(route.index, i, Family::Light, latency_us, Outcome::Failed);

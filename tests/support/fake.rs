@@ -65,6 +65,10 @@ pub enum Mode {
     Hang,
     /// Report `head - n` for `eth_blockNumber`; otherwise answer correctly.
     LagHead(u64),
+    /// Report `head - k` for `eth_blockNumber`, `k` drawn afresh in `0..=n` for every call, as a provider
+    /// whose load balancer spreads calls over nodes at slightly different heights does (its reported
+    /// height can go down from one call to the next); otherwise answer correctly.
+    JitterHead(u64),
     /// Answer with an id different from the request's (numeric ids + 1, others `"wrong-id"`).
     WrongId,
     /// Answer 200 with a broken body.
@@ -118,6 +122,8 @@ pub struct Call {
     pub raw: Vec<u8>,
     /// Whether it arrived inside a batch.
     pub in_batch: bool,
+    /// When the fake received it (before any delay or hang).
+    pub at: Instant,
 }
 
 /// One HTTP request as the fake received it.
@@ -140,18 +146,23 @@ struct State {
     head: u64,
     replies: HashMap<String, Reply>,
     delays: HashMap<String, Duration>,
+    method_modes: HashMap<String, Mode>,
     idle_timeout: Option<Duration>,
     calls: Vec<Call>,
     http: Vec<HttpRecord>,
     per_method: HashMap<String, usize>,
     accepted: usize,
     conns: HashMap<usize, ConnSlot>,
+    /// xorshift state for `Mode::JitterHead`.
+    rng: u64,
 }
 
 struct Inner {
     state: Mutex<State>,
     changed: Condvar,
     shutdown: AtomicBool,
+    /// Set by `stop_listening`: the accept loop ends and drops the listener.
+    stop_accepting: AtomicBool,
 }
 
 impl Inner {
@@ -195,15 +206,18 @@ impl FakeProvider {
                 head: 0x100,
                 replies: HashMap::new(),
                 delays: HashMap::new(),
+                method_modes: HashMap::new(),
                 idle_timeout: None,
                 calls: Vec::new(),
                 http: Vec::new(),
                 per_method: HashMap::new(),
                 accepted: 0,
                 conns: HashMap::new(),
+                rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(addr.port()),
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            stop_accepting: AtomicBool::new(false),
         });
         let inner2 = inner.clone();
         let accept = thread::Builder::new()
@@ -245,6 +259,18 @@ impl FakeProvider {
     pub fn mode(&self) -> Mode {
         self.inner.lock().mode.clone()
     }
+    /// Uses `mode` for every HTTP request that contains a call to `method` (the first such method of a
+    /// batch wins), ahead of `set_mode_for_next` and `set_mode`: e.g. fail client reads with
+    /// `Mode::Status(500)` while Prism's `eth_blockNumber` probes keep succeeding.
+    pub fn set_method_mode(&self, method: &str, mode: Mode) {
+        let mut g = self.inner.lock();
+        g.method_modes.insert(method.to_string(), mode);
+        self.inner.changed.notify_all();
+    }
+    /// Removes the per-method mode of `method` (see [`FakeProvider::set_method_mode`]).
+    pub fn clear_method_mode(&self, method: &str) {
+        self.inner.lock().method_modes.remove(method);
+    }
     /// Chain id as a hex string, e.g. "0x1237".
     pub fn set_chain_id(&self, hex: &str) {
         self.inner.lock().chain_id = hex.to_string();
@@ -280,6 +306,26 @@ impl FakeProvider {
             }
         }
         n
+    }
+
+    /// Closes the listening socket and every open connection, so that new connections are refused
+    /// (`ECONNREFUSED`), while the records stay readable. Waits until a connect is refused.
+    pub fn stop_listening(&self) {
+        self.inner.stop_accepting.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)); // wake accept()
+        {
+            let g = self.inner.lock();
+            for slot in g.conns.values() {
+                if let Some(s) = &slot.stream {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+            assert!(Instant::now() < deadline, "the fake still accepts connections");
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 
     // ---- observations ----------------------------------------------------------------------------
@@ -405,7 +451,7 @@ impl Drop for FakeProvider {
 
 fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
     for stream in listener.incoming() {
-        if inner.shutdown.load(Ordering::SeqCst) {
+        if inner.shutdown.load(Ordering::SeqCst) || inner.stop_accepting.load(Ordering::SeqCst) {
             return;
         }
         let Ok(stream) = stream else { continue };
@@ -467,7 +513,18 @@ fn serve_conn(inner: &Arc<Inner>, id: usize, stream: TcpStream) {
         }
         let (mode, delay, plan) = {
             let mut g = inner.lock();
-            let mode = g.next.pop_front().unwrap_or_else(|| g.mode.clone());
+            let by_method = if g.method_modes.is_empty() {
+                None
+            } else {
+                request_methods(&req.body)
+                    .iter()
+                    .find_map(|m| g.method_modes.get(m))
+                    .cloned()
+            };
+            let mode = match by_method {
+                Some(m) => m,
+                None => g.next.pop_front().unwrap_or_else(|| g.mode.clone()),
+            };
             let plan = answer(&mut g, id, &req, &mode);
             let delay = plan.methods.iter().filter_map(|m| g.delays.get(m)).max().copied();
             g.http.push(HttpRecord {
@@ -562,7 +619,7 @@ fn serve_conn(inner: &Arc<Inner>, id: usize, stream: TcpStream) {
                 let _ = send_plan(s, &plan, true, false);
                 false
             }
-            Mode::Normal | Mode::LagHead(_) | Mode::WrongId | Mode::RpcError { .. } => {
+            Mode::Normal | Mode::LagHead(_) | Mode::JitterHead(_) | Mode::WrongId | Mode::RpcError { .. } => {
                 send_plan(s, &plan, close, false)
             }
         };
@@ -602,6 +659,23 @@ fn hang(inner: &Inner, wire: &mut Wire) {
             Err(_) => return,
         }
     }
+}
+
+/// The method names of a request body (a single call or each item of a batch), without recording them.
+fn request_methods(body: &[u8]) -> Vec<String> {
+    let Ok(top) = json::whole(body) else {
+        return Vec::new();
+    };
+    let items = if top.first() == Some(&b'[') {
+        json::array(top).unwrap_or_default()
+    } else {
+        vec![top]
+    };
+    items
+        .into_iter()
+        .filter_map(|item| json::field(item, "method"))
+        .filter_map(|m| serde_json::from_slice::<String>(m).ok())
+        .collect()
 }
 
 /// What to send for one request in the non-broken modes.
@@ -767,6 +841,7 @@ fn answer_call(
         params: params.clone(),
         raw: raw.to_vec(),
         in_batch,
+        at: Instant::now(),
     });
     *g.per_method.entry(method.clone()).or_insert(0) += 1;
     methods.push(method.clone());
@@ -798,7 +873,16 @@ fn answer_call(
         let v = match method.as_str() {
             "eth_chainId" => format!("\"{}\"", g.chain_id).into_bytes(),
             "eth_blockNumber" => {
-                let lag = if let Mode::LagHead(n) = mode { *n } else { 0 };
+                let lag = match mode {
+                    Mode::LagHead(n) => *n,
+                    Mode::JitterHead(n) => {
+                        g.rng ^= g.rng << 13;
+                        g.rng ^= g.rng >> 7;
+                        g.rng ^= g.rng << 17;
+                        g.rng % (n + 1)
+                    }
+                    _ => 0,
+                };
                 format!("\"0x{:x}\"", g.head.saturating_sub(lag)).into_bytes()
             }
             "echo" => {

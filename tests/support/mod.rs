@@ -4,12 +4,16 @@
 //! - [`prism`]: the `Prism` harness that runs the real binary, and `run_cli` for `prism check`.
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
+//! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
+//! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
 #![allow(dead_code, unused_imports)]
 
 pub mod fake;
 pub mod http;
 pub mod json;
 pub mod prism;
+pub mod tls;
+pub mod tools;
 
 pub use fake::{Call, FakeProvider, Garbage, Mode, Reply, BACKGROUND_METHODS};
 pub use http::{Conn, Response};
@@ -130,4 +134,22 @@ pub fn assert_no_client_calls(fake: &FakeProvider, what: &str) {
         "{what}: the upstream received {:?}",
         calls.iter().map(|c| json::text(&c.raw)).collect::<Vec<_>>()
     );
+}
+
+/// `eth_getBalance` params: a read Prism never answers itself and never sends on its own.
+pub const BALANCE_PARAMS: &str = r#"["0x0000000000000000000000000000000000000001","latest"]"#;
+
+/// Waits until each named provider shows state `closed` in `/status` (chain id verified, breaker
+/// closed, not drifted): routing tests start from a pool where every provider may serve.
+pub fn wait_serving(prism: &Prism, names: &[&str]) {
+    for name in names {
+        prism.wait_state(name, "closed", Duration::from_secs(10));
+    }
+}
+
+/// The JSON-RPC `error` object of a single-response body, as a serde value (panics when absent).
+pub fn error_of(resp: &Response) -> serde_json::Value {
+    let v = resp.json();
+    assert!(v.get("error").is_some(), "expected an error: {}", resp.describe());
+    v["error"].clone()
 }

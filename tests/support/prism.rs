@@ -99,8 +99,10 @@ pub const DEFAULT_LIMITS: &[(&str, &str)] = &[
 struct NetworkSpec {
     name: String,
     chain_id: u64,
-    /// (provider name, url)
-    providers: Vec<(String, String)>,
+    /// Extra `key = value` lines of the network table (probe interval, drift ...).
+    options: Vec<String>,
+    /// (provider name, url, extra `key = value` lines)
+    providers: Vec<(String, String, String)>,
 }
 
 pub struct PrismBuilder {
@@ -109,6 +111,9 @@ pub struct PrismBuilder {
     networks: Vec<NetworkSpec>,
     extra: String,
     env: Vec<(String, String)>,
+    args: Vec<String>,
+    /// The admin listener's address once chosen (by `start`, or `admin_port`).
+    admin: Option<SocketAddr>,
 }
 
 impl PrismBuilder {
@@ -123,6 +128,8 @@ impl PrismBuilder {
             networks: Vec::new(),
             extra: String::new(),
             env: Vec::new(),
+            args: Vec::new(),
+            admin: None,
         }
     }
     pub fn shards(mut self, n: u32) -> Self {
@@ -143,9 +150,27 @@ impl PrismBuilder {
         self.networks.push(NetworkSpec {
             name: name.to_string(),
             chain_id,
+            options: Vec::new(),
             providers: Vec::new(),
         });
         self
+    }
+    /// Sets `key = value` (TOML value text) in the last network's table (creating network "testnet",
+    /// chain 4663, if none): `probe_interval_ms`, `max_drift_blocks`, `hwm_tolerance_blocks` ...
+    pub fn network_option(mut self, key: &str, value: impl Display) -> Self {
+        if self.networks.is_empty() {
+            self = self.network("testnet", 4663);
+        }
+        let net = self.networks.last_mut().unwrap();
+        net.options.retain(|l| !l.starts_with(&format!("{key} =")));
+        net.options.push(format!("{key} = {value}"));
+        self
+    }
+    /// Adds a fake provider with extra lines for its `[[networks.providers]]` table (e.g.
+    /// `"weight = 4"`, `"overflow = true"`).
+    pub fn provider_with(self, fake: &super::FakeProvider, options: &str) -> Self {
+        let url = fake.url();
+        self.provider_url_with(&url, options)
     }
     /// Adds a fake provider to the last network (creating network "testnet", chain 4663, if none).
     pub fn provider(self, fake: &super::FakeProvider) -> Self {
@@ -153,13 +178,17 @@ impl PrismBuilder {
         self.provider_url(&url)
     }
     /// Adds a provider by URL to the last network; it is named `p1`, `p2` ... within its network.
-    pub fn provider_url(mut self, url: &str) -> Self {
+    pub fn provider_url(self, url: &str) -> Self {
+        self.provider_url_with(url, "")
+    }
+    /// [`PrismBuilder::provider_url`] with extra lines for the provider's table.
+    pub fn provider_url_with(mut self, url: &str, options: &str) -> Self {
         if self.networks.is_empty() {
             self = self.network("testnet", 4663);
         }
         let net = self.networks.last_mut().unwrap();
         let name = format!("p{}", net.providers.len() + 1);
-        net.providers.push((name, url.to_string()));
+        net.providers.push((name, url.to_string(), options.to_string()));
         self
     }
     pub fn providers(mut self, fakes: &[&super::FakeProvider]) -> Self {
@@ -179,11 +208,26 @@ impl PrismBuilder {
         self.env.push((key.to_string(), value.to_string()));
         self
     }
+    /// A command-line argument placed before `serve` (global flags such as `--log-format json`).
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+    /// `--log-level LEVEL`, with `RUST_LOG` set to the same (it would override the flag otherwise).
+    pub fn log_level(self, level: &str) -> Self {
+        self.arg("--log-level").arg(level).env("RUST_LOG", level)
+    }
+    /// Uses this admin port (otherwise `start` picks a free one).
+    pub fn admin_port(mut self, port: u16) -> Self {
+        self.admin = Some(([127, 0, 0, 1], port).into());
+        self
+    }
 
     /// The config text for a given listen address.
     pub fn config_toml(&self, listen: SocketAddr) -> String {
+        let admin = self.admin.map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string());
         let mut t = format!(
-            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"127.0.0.1:0\"\nshards = {}\npin_cores = false\n\n[limits]\n",
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nshards = {}\npin_cores = false\n\n[limits]\n",
             self.shards
         );
         for (k, v) in &self.limits {
@@ -194,10 +238,17 @@ impl PrismBuilder {
                 "\n[[networks]]\nname = \"{}\"\nkind = \"evm\"\nchain_id = {}\n",
                 net.name, net.chain_id
             ));
-            for (pname, url) in &net.providers {
+            for line in &net.options {
+                t.push_str(line);
+                t.push('\n');
+            }
+            for (pname, url, options) in &net.providers {
                 t.push_str(&format!(
                     "\n  [[networks.providers]]\n  name = \"{pname}\"\n  url = \"{url}\"\n"
                 ));
+                for line in options.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                    t.push_str(&format!("  {line}\n"));
+                }
             }
         }
         if !self.extra.is_empty() {
@@ -207,12 +258,16 @@ impl PrismBuilder {
         t
     }
 
-    /// Writes the config, spawns `prism serve`, waits until the listen port accepts connections.
-    pub fn start(self) -> Prism {
+    /// Writes the config, spawns `prism serve`, waits until the listen port (and the admin port) accept
+    /// connections.
+    pub fn start(mut self) -> Prism {
         let port = free_port();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        if self.admin.is_none() {
+            self.admin = Some(([127, 0, 0, 1], free_port()).into());
+        }
         let toml = self.config_toml(addr);
-        Prism::spawn_with_config(&toml, addr, &self.env)
+        Prism::spawn_full(&toml, addr, self.admin, &self.env, &self.args)
     }
 }
 
@@ -225,6 +280,7 @@ impl Default for PrismBuilder {
 pub struct Prism {
     child: Child,
     addr: SocketAddr,
+    admin: Option<SocketAddr>,
     pub dir: PathBuf,
     pub config_path: PathBuf,
     log_path: PathBuf,
@@ -243,12 +299,25 @@ impl Prism {
 
     /// Spawns `prism serve` on a given config text whose `server.listen` is `addr`.
     pub fn spawn_with_config(toml: &str, addr: SocketAddr, env: &[(String, String)]) -> Prism {
+        Prism::spawn_full(toml, addr, None, env, &[])
+    }
+
+    /// Spawns `prism [ARGS] serve` on a config whose `server.listen` is `addr` and whose
+    /// `server.admin_listen` is `admin` (when given, `start` also waits for it to accept).
+    pub fn spawn_full(
+        toml: &str,
+        addr: SocketAddr,
+        admin: Option<SocketAddr>,
+        env: &[(String, String)],
+        args: &[String],
+    ) -> Prism {
         let dir = temp_dir();
         let config_path = dir.join("prism.toml");
         fs::write(&config_path, toml).unwrap();
         let log_path = dir.join("prism.log");
         let log = File::create(&log_path).unwrap();
         let mut cmd = Command::new(BIN);
+        cmd.args(args);
         cmd.arg("serve").arg("--config").arg(&config_path);
         cmd.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
         if std::env::var_os("RUST_LOG").is_none() {
@@ -262,6 +331,7 @@ impl Prism {
         let mut p = Prism {
             child,
             addr,
+            admin,
             dir,
             config_path,
             log_path,
@@ -273,6 +343,13 @@ impl Prism {
 
     fn wait_listening(&mut self, within: Duration) {
         let deadline = Instant::now() + within;
+        let targets: Vec<SocketAddr> = std::iter::once(self.addr).chain(self.admin).collect();
+        for target in targets {
+            self.wait_port(target, deadline, within);
+        }
+    }
+
+    fn wait_port(&mut self, target: SocketAddr, deadline: Instant, within: Duration) {
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 self.exit = Some(st);
@@ -283,13 +360,12 @@ impl Prism {
                     self.log()
                 );
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+            if TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok() {
                 return;
             }
             if Instant::now() > deadline {
                 panic!(
-                    "prism did not listen on {} within {within:?}; log:\n{}",
-                    self.addr,
+                    "prism did not listen on {target} within {within:?}; log:\n{}",
                     self.log()
                 );
             }
@@ -322,6 +398,62 @@ impl Prism {
     /// POSTs `body` to `path` on a new connection and reads the response.
     pub fn rpc_at(&self, path: &str, body: &[u8]) -> Response {
         self.conn().request(&http::post(path, body))
+    }
+
+    /// POSTs `body` to `path` with extra header lines (`"x-api-key: k"` ...) on a new connection.
+    pub fn rpc_with(&self, path: &str, body: &[u8], headers: &[&str]) -> Response {
+        self.conn().request(&http::post_with(path, body, headers))
+    }
+
+    /// The admin listener's address (set by [`PrismBuilder::start`]).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+            .expect("this Prism was started without a known admin address")
+    }
+    /// `GET path` on the admin listener (new connection, `Connection: close`).
+    pub fn admin_get(&self, path: &str) -> Response {
+        let mut c = Conn::connect(self.admin_addr());
+        c.request(&http::bodyless("GET", path, &["Connection: close"]))
+    }
+    /// `/status` as JSON.
+    pub fn status(&self) -> serde_json::Value {
+        let r = self.admin_get("/status");
+        assert_eq!(r.status, 200, "/status: {}", r.describe());
+        r.json()
+    }
+    /// The `/status` row of provider `name` (in the first network that has it).
+    pub fn provider_status(&self, name: &str) -> serde_json::Value {
+        let s = self.status();
+        find_provider(&s, name).unwrap_or_else(|| panic!("no provider {name:?} in /status: {s}"))
+    }
+    /// The `state` of provider `name` in `/status`.
+    pub fn provider_state(&self, name: &str) -> String {
+        self.provider_status(name)["state"].as_str().unwrap_or("").to_string()
+    }
+    /// Polls `/status` every 10 ms until `pred` holds for provider `name`'s row, or `within` passes;
+    /// returns the last row seen. Panics (with the row and the log tail) when it never held.
+    pub fn wait_provider(
+        &self,
+        name: &str,
+        within: Duration,
+        what: &str,
+        mut pred: impl FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let row = self.provider_status(name);
+            if pred(&row) {
+                return row;
+            }
+            if Instant::now() >= deadline {
+                panic!("provider {name}: {what} did not happen within {within:?}; last /status row: {row}");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    /// Waits until provider `name` shows `state` in `/status`.
+    pub fn wait_state(&self, name: &str, state: &str, within: Duration) -> serde_json::Value {
+        self.wait_provider(name, within, &format!("state {state:?}"), |r| r["state"] == state)
     }
 
     /// Sends a signal (libc::SIGTERM, SIGINT ...).
@@ -436,4 +568,14 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)], within: Duration) -> CliOutp
     };
     let _ = fs::remove_dir_all(&dir);
     o
+}
+
+/// The row of provider `name` in a `/status` document (first network that has it).
+pub fn find_provider(status: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
+    status["networks"]
+        .as_array()?
+        .iter()
+        .flat_map(|n| n["providers"].as_array().into_iter().flatten())
+        .find(|p| p["name"] == name)
+        .cloned()
 }

@@ -1,0 +1,123 @@
+//! The admin listener of a running Prism: `/healthz` is 200 while the process lives; `/readyz` is 200 while
+//! every network has a usable provider, 503 when all of a network's providers are down, and 200 again as
+//! soon as one recovers; `/status` carries the documented provider fields.
+
+mod support;
+
+use std::time::Duration;
+use support::{FakeProvider, Mode, Prism};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+#[test]
+fn healthz_and_readyz_follow_provider_health() {
+    let (p1, p2) = (FakeProvider::start(), FakeProvider::start());
+    let prism = Prism::builder()
+        .providers(&[&p1, &p2])
+        .network_option("probe_interval_ms", 50)
+        .extra_toml("[policy.breaker]\nfailure_threshold = 2\ncooldown_ms = 300\nmax_cooldown_ms = 600")
+        .start();
+    support::wait_serving(&prism, &["p1", "p2"]);
+    assert_eq!(prism.admin_get("/healthz").status, 200);
+    assert_eq!(prism.admin_get("/readyz").status, 200);
+
+    // Both down (probes fail): not ready, still alive.
+    p1.set_mode(Mode::Status(500));
+    p2.set_mode(Mode::Status(500));
+    prism.wait_provider("p1", WAIT, "not closed", |r| r["state"] != "closed");
+    prism.wait_provider("p2", WAIT, "not closed", |r| r["state"] != "closed");
+    let r = prism.admin_get("/readyz");
+    assert_eq!(r.status, 503, "{}", r.describe());
+    assert!(
+        r.text().contains("testnet"),
+        "say which network is not ready: {}",
+        r.describe()
+    );
+    assert_eq!(prism.admin_get("/healthz").status, 200, "alive while not ready");
+
+    // One recovers: its half-open probe succeeds; ready again.
+    p1.set_mode(Mode::Normal);
+    prism.wait_state("p1", "closed", WAIT);
+    let r = prism.admin_get("/readyz");
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_ne!(prism.provider_state("p2"), "closed");
+}
+
+#[test]
+fn readyz_is_503_while_no_provider_is_on_the_right_chain() {
+    let p1 = FakeProvider::start();
+    p1.set_chain_id("0x1");
+    let prism = Prism::builder()
+        .provider(&p1)
+        .network_option("probe_interval_ms", 100)
+        .start();
+    prism.wait_state("p1", "wrong-chain", WAIT);
+    assert_eq!(prism.admin_get("/readyz").status, 503);
+    assert_eq!(prism.admin_get("/healthz").status, 200);
+}
+
+#[test]
+fn status_json_carries_the_documented_provider_fields() {
+    let (p1, p2) = (FakeProvider::start(), FakeProvider::start());
+    p2.set_head(0x100 - 3);
+    let prism = Prism::builder()
+        .provider_with(&p1, "region = \"eu-west\"")
+        .provider(&p2)
+        .network_option("probe_interval_ms", 50)
+        .start();
+    support::wait_serving(&prism, &["p1", "p2"]);
+    for i in 0..10 {
+        let r = prism.rpc(support::call(&i.to_string(), "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+        support::expect_http_result(&r, &i.to_string());
+    }
+    let row = prism.wait_provider("p2", WAIT, "lag 3", |r| r["lag"] == 3);
+    // Figures come from the health aggregator: wait until the calls are in.
+    let total_calls = |s: &serde_json::Value| -> u64 {
+        s["networks"][0]["providers"]
+            .as_array()
+            .map_or(0, |ps| ps.iter().filter_map(|p| p["calls"].as_u64()).sum())
+    };
+    assert!(
+        support::wait_until(WAIT, || total_calls(&prism.status()) >= 10),
+        "calls never reached /status: {}",
+        prism.status()
+    );
+    let s = prism.status();
+    let net = &s["networks"][0];
+    assert_eq!(net["name"], "testnet", "{s}");
+    assert_eq!(net["bestHead"], 0x100, "{s}");
+    let providers = net["providers"].as_array().unwrap();
+    assert_eq!(providers.len(), 2, "{s}");
+    for p in providers {
+        for field in ["p50Ms", "p99Ms", "success", "share"] {
+            assert!(p[field].is_number(), "{field} in {p}");
+        }
+        for field in ["head", "lag", "calls", "failures", "throttled", "cooldownMs"] {
+            assert!(p[field].is_u64(), "{field} in {p}");
+        }
+        assert!(p["name"].is_string() && p["state"].is_string(), "{p}");
+        assert!(p.get("region").is_some(), "region in {p}");
+        let state = p["state"].as_str().unwrap();
+        assert!(
+            [
+                "closed",
+                "open",
+                "half-open",
+                "open-drift",
+                "wrong-chain",
+                "parked",
+                "unverified"
+            ]
+            .contains(&state),
+            "unknown state {state}"
+        );
+    }
+    assert_eq!(providers[0]["region"], "eu-west");
+    assert_eq!(providers[1]["region"], serde_json::Value::Null);
+    assert_eq!(providers[0]["head"], 0x100);
+    assert_eq!(row["head"], 0x100 - 3);
+    let share: f64 = providers.iter().map(|p| p["share"].as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 0.01, "shares add up to 1: {s}");
+    let calls: u64 = providers.iter().map(|p| p["calls"].as_u64().unwrap()).sum();
+    assert!(calls >= 10, "calls {calls}: {s}");
+}
