@@ -44,6 +44,9 @@ pub struct EdgeShard {
 }
 
 const READ_CHUNK: usize = 8 * 1024;
+/// The first read of a request: small, because idle keep-alive connections wait in it (10 000 of them must
+/// not pin 10 000 large buffers); a typical JSON-RPC request fits, larger ones continue in `READ_CHUNK`s.
+const IDLE_READ: usize = 1024;
 
 /// Accepts connections until shutdown, then waits (up to the drain deadline) for open ones to finish.
 pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
@@ -167,8 +170,8 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         Connection {
             upgrade: None,
             stream,
-            buf: ReadBuf::with_capacity(READ_CHUNK),
-            out: Vec::with_capacity(1024),
+            buf: ReadBuf::with_capacity(IDLE_READ),
+            out: Vec::new(),
             shard,
         }
     }
@@ -221,7 +224,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
             let shutdown = &self.shard.shutdown;
             let read = futures_lite::future::or(
-                async { Some(timeout_at(idle_until, self.buf.read_from(&mut self.stream, READ_CHUNK)).await) },
+                async { Some(timeout_at(idle_until, self.buf.read_from(&mut self.stream, IDLE_READ)).await) },
                 async {
                     shutdown.triggered().await;
                     None

@@ -47,7 +47,7 @@ impl ReadBuf {
         n
     }
 
-    /// Reads once from `r` into free space (at least `min_spare` bytes of it). Returns bytes read; 0 = EOF.
+    /// Reads once from `r`, up to `min_spare` bytes (making room for that many). Returns bytes read; 0 = EOF.
     pub async fn read_from<R: AsyncRead + Unpin>(&mut self, r: &mut R, min_spare: usize) -> std::io::Result<usize> {
         if self.data.len() - self.end < min_spare {
             if self.start > 0 {
@@ -60,7 +60,10 @@ impl ReadBuf {
                 self.data.resize(want, 0);
             }
         }
-        let n = r.read(&mut self.data[self.end..]).await?;
+        // Read at most `min_spare`: an idle connection's outstanding read (and the ring's buffer behind it)
+        // stays as small as its caller asked.
+        let until = (self.end + min_spare).min(self.data.len());
+        let n = r.read(&mut self.data[self.end..until]).await?;
         self.end += n;
         Ok(n)
     }
