@@ -15,6 +15,12 @@ pub async fn sleep(d: Duration) {
 /// Races `fut` against `deadline`. A deadline already past still polls `fut` once first, so work that is
 /// ready is never thrown away.
 pub async fn timeout_at<T>(deadline: Instant, fut: impl Future<Output = T>) -> Result<T, Elapsed> {
+    // Most writes (and reads of data already queued) finish on the first poll: only arm a timer when the
+    // work actually has to wait. A timer is a reactor registration and a removal, on every request.
+    let mut fut = std::pin::pin!(fut);
+    if let Some(done) = futures_lite::future::poll_once(&mut fut).await {
+        return Ok(done);
+    }
     let work = async { Ok(fut.await) };
     let timer = async {
         let now = Instant::now();
