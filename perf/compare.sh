@@ -14,6 +14,7 @@
 #   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
 #                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
 #   SKIP_BUILD=1      use the binaries already built
+#   SPIN_US=0         Prism's server.spin_before_park_us
 #   KEEP=1            keep the work directory (configs, logs, raw oha JSON)
 set -euo pipefail
 
@@ -228,6 +229,7 @@ listen = "127.0.0.1:$PR_PORT"
 admin_listen = "127.0.0.1:0"
 shards = 1
 pin_cores = false
+spin_before_park_us = ${SPIN_US:-0}
 
 [[networks]]
 name = "bench"

@@ -62,6 +62,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         shards: config.server.shards,
         pin: config.server.pin_cores,
         io_memory: config.server.io_memory_kib * 1024,
+        spin_before_park: Duration::from_micros(config.server.spin_before_park_us),
     };
     let shards = placement.resolved_shards();
     let open_global = Arc::new(AtomicUsize::new(0));

@@ -17,6 +17,8 @@ pub struct ShardPlacement {
     pub pin: bool,
     /// io_uring registered buffer memory per shard, bytes.
     pub io_memory: usize,
+    /// Busy-poll this long before parking an idle shard.
+    pub spin_before_park: std::time::Duration,
 }
 
 impl ShardPlacement {
@@ -54,6 +56,7 @@ where
     let handles = LocalExecutorPoolBuilder::new(pool_placement)
         .name("prism-shard")
         .io_memory(placement.io_memory)
+        .spin_before_park(placement.spin_before_park)
         .on_all_shards(move || {
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             let shard_main = shard_main.clone();
