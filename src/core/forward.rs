@@ -16,11 +16,9 @@ use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::metrics::Reuse;
-use crate::telemetry::recorder::Outcome;
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::TransportError;
 
-use super::breaker::Transition;
 use super::cache::{answer_cacheable, request_pin, revealed_block};
 use super::canon::canonical_key;
 use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
@@ -61,7 +59,7 @@ pub enum ProxyError {
     },
     BadResponse {
         provider: String,
-        why: &'static str,
+        why: InvalidResponse,
     },
     /// A write was sent and then timed out: it may or may not have landed.
     WriteOutcomeUnknown {
@@ -393,7 +391,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             let result = upstream.pool.post(body, attempt_deadline, !self.write).await;
             let latency_us = started.elapsed().as_micros() as u64;
             let verdict = self.judge(i, id, result);
-            self.record(i, latency_us, &verdict);
+            route.note_outcome(i, self.info.family, verdict.class(), latency_us, false);
             let more = attempt < max && Instant::now() < self.deadline;
             match verdict {
                 Verdict::Answer { body, value, is_error } => {
@@ -562,10 +560,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             }
             Ok(_) => unreachable!("handled above"),
             Err(why) => Verdict::Failed {
-                error: ProxyError::BadResponse {
-                    provider: name(),
-                    why: describe(why),
-                },
+                error: ProxyError::BadResponse { provider: name(), why },
                 sent: true,
                 retry_class: None,
                 node_answer: None,
@@ -573,46 +568,6 @@ impl<'r, 'c> Attempts<'r, 'c> {
             },
         }
         .check_head(self, i)
-    }
-
-    /// Feeds health: latency window, breaker, parking.
-    fn record(&self, i: usize, latency_us: u64, verdict: &Verdict) {
-        let route = self.route;
-        let p = &route.live.providers[i];
-        let now = now_ms();
-        let class = verdict.class();
-        let outcome = match class {
-            Class::ProviderFailure => Outcome::Failed,
-            Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
-            Class::Unsupported | Class::DataUnavailable => Outcome::Rerouted,
-            _ => Outcome::Ok,
-        };
-        route
-            .recorder
-            .record(route.index, i, self.info.family, latency_us, outcome);
-        if p.quota_leased.load(std::sync::atomic::Ordering::Relaxed) {
-            p.quota_stock.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        let name = &route.upstreams[i].name;
-        match class {
-            Class::ProviderFailure => match p.breaker.on_failure(now) {
-                Transition::Opened => tracing::warn!(network = %route.name, provider = %name, "breaker opened"),
-                Transition::Reopened { cooldown_ms } => {
-                    tracing::warn!(network = %route.name, provider = %name, cooldown_ms, "breaker reopened")
-                }
-                _ => {}
-            },
-            Class::Throttled => p.park_until(now + THROTTLE_PARK_MS),
-            Class::QuotaExhausted => {
-                p.park_until(now + QUOTA_PARK_MS);
-                tracing::warn!(network = %route.name, provider = %name, park_ms = QUOTA_PARK_MS, "provider out of quota; parked");
-            }
-            _ => {
-                if p.breaker.on_success(now) == Transition::Closed {
-                    tracing::warn!(network = %route.name, provider = %name, "breaker closed");
-                }
-            }
-        }
     }
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
@@ -651,10 +606,6 @@ impl<'r, 'c> Attempts<'r, 'c> {
         })
     }
 }
-
-/// How long a throttled provider is left alone, and one out of quota.
-const THROTTLE_PARK_MS: u64 = 1_000;
-const QUOTA_PARK_MS: u64 = 60_000;
 
 enum Verdict {
     Answer {
@@ -738,15 +689,6 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
         }
     }
     choose(&route.statics, live, &live.health.load(), ask, now, 0, 0.0)
-}
-
-fn describe(why: InvalidResponse) -> &'static str {
-    match why {
-        InvalidResponse::NotAnObject => "response is not a JSON-RPC object",
-        InvalidResponse::Malformed => "malformed or truncated response",
-        InvalidResponse::WrongId => "response id does not match the request",
-        InvalidResponse::NoResult => "response has neither result nor error",
-    }
 }
 
 /// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].

@@ -5,14 +5,21 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use std::sync::atomic::Ordering;
+
+use super::breaker::Transition;
 use super::cache::ResultCache;
+use super::classify::Class;
 use super::dedupe::InFlight;
+use super::methods::Family;
 use super::router::ProviderStatic;
 use super::state::NetworkLive;
 use super::subs::SubHub;
 use crate::config::Endpoint;
 use crate::config::RetryPolicy;
 use crate::runtime::Shutdown;
+use crate::telemetry::clock::now_ms;
+use crate::telemetry::recorder::Outcome;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 use std::net::SocketAddr;
@@ -54,5 +61,62 @@ impl NetworkRoute {
         let r = self.rotation.get();
         self.rotation.set(r.wrapping_add(1));
         r
+    }
+}
+
+/// How long a throttled provider is left alone, and one out of quota.
+pub const THROTTLE_PARK_MS: u64 = 1_000;
+pub const QUOTA_PARK_MS: u64 = 60_000;
+
+impl NetworkRoute {
+    /// Feeds what one exchange with provider `i` meant into health: the latency window and metrics, the
+    /// provider's leased quota, its breaker and parking. Client attempts and probes both come through here,
+    /// so a 429 means the same to both. `probe` marks the single half-open probe: an answer that is neither
+    /// success nor failure ends it without a verdict.
+    pub fn note_outcome(&self, i: usize, family: Family, class: Class, latency_us: u64, probe: bool) {
+        let p = &self.live.providers[i];
+        let now = now_ms();
+        let outcome = match class {
+            Class::ProviderFailure => Outcome::Failed,
+            Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
+            Class::Unsupported | Class::DataUnavailable => Outcome::Rerouted,
+            Class::Success | Class::UserError | Class::TooLarge => Outcome::Ok,
+        };
+        self.recorder.record(self.index, i, family, latency_us, outcome);
+        if p.quota_leased.load(Ordering::Relaxed) {
+            p.quota_stock.fetch_sub(1, Ordering::Relaxed);
+        }
+        let name = &self.upstreams[i].name;
+        match class {
+            Class::ProviderFailure => match p.breaker.on_failure(now) {
+                Transition::Opened => tracing::warn!(network = %self.name, provider = %name, probe, "breaker opened"),
+                Transition::Reopened { cooldown_ms } => {
+                    tracing::warn!(network = %self.name, provider = %name, cooldown_ms, "breaker reopened")
+                }
+                _ if probe => p.breaker.on_inconclusive(now),
+                _ => {}
+            },
+            Class::Throttled | Class::QuotaExhausted => {
+                let park = if class == Class::Throttled {
+                    THROTTLE_PARK_MS
+                } else {
+                    QUOTA_PARK_MS
+                };
+                p.park_until(now + park);
+                if class == Class::QuotaExhausted {
+                    tracing::warn!(network = %self.name, provider = %name, park_ms = park, "provider out of quota; parked");
+                }
+                if probe {
+                    p.breaker.on_inconclusive(now);
+                }
+            }
+            Class::Unsupported | Class::DataUnavailable if probe => p.breaker.on_inconclusive(now),
+            Class::Unsupported | Class::DataUnavailable => {}
+            Class::Success | Class::UserError | Class::TooLarge => {
+                if p.breaker.on_success(now) == Transition::Closed {
+                    tracing::warn!(network = %self.name, provider = %name, "breaker closed");
+                }
+            }
+        }
     }
 }

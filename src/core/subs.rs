@@ -147,7 +147,7 @@ impl SubHub {
         let topic = match existing {
             Some(t) => t,
             None => {
-                let provider = pick_ws_provider(route, None).ok_or(SubscribeError::NoProvider)?;
+                let provider = pick_ws_provider(route, &[]).ok_or(SubscribeError::NoProvider)?;
                 let topic = Rc::new(Topic {
                     kind,
                     params: params.to_vec(),
@@ -202,11 +202,6 @@ impl SubHub {
         true
     }
 
-    /// Number of client subscriptions on this shard (tests and status).
-    pub fn client_count(&self) -> usize {
-        self.clients.borrow().len()
-    }
-
     fn link(&self, route: &Rc<NetworkRoute>, provider: usize) -> Rc<Link> {
         if let Some(l) = self.links.borrow().get(&provider) {
             return l.clone();
@@ -255,7 +250,7 @@ impl SubHub {
                     }
                     let mut avoid = topic.refused.borrow().clone();
                     avoid.push(p);
-                    let Some(next) = pick_ws_provider_excluding(&route, &avoid).filter(|&n| usable(&route, n)) else {
+                    let Some(next) = pick_ws_provider(&route, &avoid).filter(|&n| usable(&route, n)) else {
                         continue;
                     };
                     tracing::warn!(network = %route.name, from = %route.upstreams[p].name, to = %route.upstreams[next].name,
@@ -280,7 +275,7 @@ fn usable(route: &NetworkRoute, p: usize) -> bool {
 }
 
 /// A provider with a WebSocket URL that has not refused the topic, preferring healthy and deep ones.
-fn pick_ws_provider_excluding(route: &NetworkRoute, refused: &[usize]) -> Option<usize> {
+fn pick_ws_provider(route: &NetworkRoute, refused: &[usize]) -> Option<usize> {
     (0..route.upstreams.len())
         .filter(|&i| route.ws_urls[i].is_some() && !refused.contains(&i))
         .max_by_key(|&i| {
@@ -289,40 +284,6 @@ fn pick_ws_provider_excluding(route: &NetworkRoute, refused: &[usize]) -> Option
                 route.live.providers[i].head.load(Ordering::Relaxed),
                 std::cmp::Reverse(i),
             )
-        })
-}
-
-/// A provider with a WebSocket URL, usable, preferring any but `avoid`.
-fn pick_ws_provider(route: &NetworkRoute, avoid: Option<usize>) -> Option<usize> {
-    let candidates: Vec<usize> = (0..route.upstreams.len())
-        .filter(|&i| route.ws_urls[i].is_some())
-        .collect();
-    let healthy: Vec<usize> = candidates
-        .iter()
-        .copied()
-        .filter(|&i| usable(route, i) && Some(i) != avoid)
-        .collect();
-    let pool = if healthy.is_empty() {
-        candidates
-            .iter()
-            .copied()
-            .filter(|&i| Some(i) != avoid)
-            .collect::<Vec<_>>()
-    } else {
-        healthy
-    };
-    // Prefer the deepest head, then config order.
-    pool.into_iter()
-        .max_by_key(|&i| {
-            (
-                route.live.providers[i].head.load(Ordering::Relaxed),
-                std::cmp::Reverse(i),
-            )
-        })
-        .or(if avoid.is_some() {
-            None
-        } else {
-            candidates.first().copied()
         })
 }
 
@@ -482,7 +443,7 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
         if let Some(topic) = topic.filter(|t| t.provider.get() == Some(link.provider)) {
             topic.refused.borrow_mut().push(link.provider);
             let refused = topic.refused.borrow().clone();
-            if let Some(next) = pick_ws_provider_excluding(route, &refused) {
+            if let Some(next) = pick_ws_provider(route, &refused) {
                 topic.provider.set(Some(next));
                 route.subs.link(route, next).subscribe(&key, &topic);
             }

@@ -18,8 +18,3 @@ pub mod net {
 pub fn spawn<T: 'static>(future: impl std::future::Future<Output = T> + 'static) {
     glommio::spawn_local(future).detach();
 }
-
-/// Lets other tasks of the shard run during long loops (huge batches).
-pub async fn yield_now() {
-    glommio::yield_if_needed().await;
-}

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use event_listener::{Event, Listener};
+use event_listener::Event;
 
 /// Cheap to clone; shared by the signal watcher and every shard.
 #[derive(Clone, Default)]
@@ -66,20 +66,6 @@ impl Shutdown {
                 return;
             }
             listener.await;
-        }
-    }
-
-    /// Blocks a plain (non-shard) thread until shutdown is triggered.
-    pub fn wait_blocking(&self) {
-        loop {
-            if self.is_triggered() {
-                return;
-            }
-            let listener = self.inner.event.listen();
-            if self.is_triggered() {
-                return;
-            }
-            listener.wait();
         }
     }
 }

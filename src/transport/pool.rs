@@ -42,7 +42,6 @@ pub struct UpstreamPool {
     settings: PoolSettings,
     idle: RefCell<Vec<Idle>>,
     next_addr: Cell<usize>,
-    opened: Cell<u64>,
 }
 
 impl UpstreamPool {
@@ -61,21 +60,11 @@ impl UpstreamPool {
             settings,
             idle: RefCell::new(Vec::new()),
             next_addr: Cell::new(0),
-            opened: Cell::new(0),
         })
     }
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
-    }
-
-    /// Connections opened so far by this shard's pool (reuse shows as a low number).
-    pub fn connections_opened(&self) -> u64 {
-        self.opened.get()
-    }
-
-    pub fn idle_count(&self) -> usize {
-        self.idle.borrow().len()
     }
 
     /// POSTs `body` and reads the response, all before `deadline`. `replay_safe` allows sending it again
@@ -168,7 +157,6 @@ impl UpstreamPool {
             deadline.min(Instant::now() + self.settings.connect_timeout),
         )
         .await?;
-        self.opened.set(self.opened.get() + 1);
         Ok(Conn::new(stream))
     }
 }

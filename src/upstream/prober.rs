@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::breaker::{BreakerState, Transition};
+use crate::core::breaker::BreakerState;
 use crate::core::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use crate::core::methods::Family;
 use crate::core::route::NetworkRoute;
@@ -13,11 +13,7 @@ use crate::core::state::ChainCheck;
 use crate::jsonscan::hex_quantity;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
-use crate::telemetry::recorder::Outcome;
 use crate::transport::validate::check_response;
-
-/// How long a provider that throttled a probe is left alone.
-const THROTTLE_PARK_MS: u64 = 1_000;
 
 /// Longest a probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -89,7 +85,6 @@ async fn check_chain(route: &NetworkRoute, i: usize, id: u64) {
 
 async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
     let p = &route.live.providers[i];
-    let name = &route.upstreams[i].name;
     let now = now_ms();
     let is_probe = match p.breaker.state(now) {
         BreakerState::Closed => false,
@@ -99,19 +94,13 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
     let started = Instant::now();
     let result = call(route, i, id, "eth_blockNumber").await;
     let latency_us = started.elapsed().as_micros() as u64;
-    let now = now_ms();
     let head = match &result {
         Ok(value) => hex_quantity(value).ok_or(Class::ProviderFailure),
         Err(class) => Err(*class),
     };
     match head {
         Ok(head) => {
-            route
-                .recorder
-                .record(route.index, i, Family::Light, latency_us, Outcome::Ok);
-            if p.breaker.on_success(now) == Transition::Closed {
-                tracing::warn!(network = %route.name, provider = %name, "breaker closed: probe succeeded");
-            }
+            route.note_outcome(i, Family::Light, Class::Success, latency_us, is_probe);
             p.head.store(head, std::sync::atomic::Ordering::Release);
             route.live.observe_head(i, head);
             for (k, drifted) in route.live.update_drift() {
@@ -123,39 +112,8 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
                 }
             }
         }
-        Err(Class::Throttled | Class::QuotaExhausted) => {
-            // Rate limited: park it, count nothing; a half-open probe ends without a verdict.
-            route
-                .recorder
-                .record(route.index, i, Family::Light, latency_us, Outcome::Throttled);
-            p.park_until(now + THROTTLE_PARK_MS);
-            if is_probe {
-                p.breaker.on_inconclusive(now);
-            }
-        }
-        Err(class) if class != Class::ProviderFailure => {
-            // It answered, just not with a head (unsupported, ...): alive, but no verdict.
-            route
-                .recorder
-                .record(route.index, i, Family::Light, latency_us, Outcome::Rerouted);
-            if is_probe {
-                p.breaker.on_inconclusive(now);
-            }
-        }
-        Err(_) => {
-            route
-                .recorder
-                .record(route.index, i, Family::Light, latency_us, Outcome::Failed);
-            match p.breaker.on_failure(now) {
-                Transition::Opened => {
-                    tracing::warn!(network = %route.name, provider = %name, "breaker opened by probes")
-                }
-                Transition::Reopened { cooldown_ms } => {
-                    tracing::warn!(network = %route.name, provider = %name, cooldown_ms, "half-open probe failed; breaker reopened")
-                }
-                _ if is_probe => p.breaker.on_inconclusive(now),
-                _ => {}
-            }
-        }
+        // Throttled parks without counting, failures count, anything else ends a half-open probe undecided:
+        // the same rules as for client traffic.
+        Err(class) => route.note_outcome(i, Family::Light, class, latency_us, is_probe),
     }
 }
