@@ -67,18 +67,6 @@ fn node(providers: &[&FakeProvider], extra: &str) -> PrismBuilder {
         .extra_toml(extra)
 }
 
-/// A value of `/metrics` (panics when absent).
-fn metric(prism: &Prism, name: &str) -> f64 {
-    let body = String::from_utf8(prism.admin_get("/metrics").body).unwrap();
-    body.lines()
-        .find_map(|l| {
-            l.strip_prefix(name)
-                .and_then(|rest| rest.strip_prefix(' '))
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{body}"))
-}
-
 /// `/status` → `cluster`.
 fn cluster(prism: &Prism) -> serde_json::Value {
     let s = prism.status();
@@ -459,11 +447,11 @@ fn redis_dying_mid_load_loses_no_request_and_overspends_at_most_each_share() {
     let reference = reference_body(&a);
     assert_eq!(reference_body(&b), reference);
     let errors_before = [
-        metric(&a, "prism_cluster_redis_errors_total"),
-        metric(&b, "prism_cluster_redis_errors_total"),
+        a.metric("prism_cluster_redis_errors_total"),
+        b.metric("prism_cluster_redis_errors_total"),
     ];
-    assert_eq!(metric(&a, "prism_cluster_connected"), 1.0);
-    assert_eq!(metric(&a, "prism_cluster_peers"), 1.0);
+    assert_eq!(a.metric("prism_cluster_connected"), 1.0);
+    assert_eq!(a.metric("prism_cluster_peers"), 1.0);
 
     let load = Load::start(&[(0, a.addr()), (1, b.addr())], 2, Duration::from_millis(5));
     thread::sleep(Duration::from_millis(1500));
@@ -471,7 +459,7 @@ fn redis_dying_mid_load_loses_no_request_and_overspends_at_most_each_share() {
     let killed = Instant::now();
     for (n, p) in [&a, &b].iter().enumerate() {
         assert!(
-            wait_until(Duration::from_secs(2), || metric(p, "prism_cluster_connected") == 0.0),
+            wait_until(Duration::from_secs(2), || p.metric("prism_cluster_connected") == 0.0),
             "node {n}: prism_cluster_connected still 1 two seconds after Redis died"
         );
     }
@@ -510,17 +498,17 @@ fn redis_dying_mid_load_loses_no_request_and_overspends_at_most_each_share() {
     );
 
     for (n, p) in [&a, &b].iter().enumerate() {
-        let errs = metric(p, "prism_cluster_redis_errors_total");
+        let errs = p.metric("prism_cluster_redis_errors_total");
         assert!(
             errs > errors_before[n],
             "node {n}: prism_cluster_redis_errors_total did not grow ({} → {errs})",
             errors_before[n]
         );
-        assert_eq!(metric(p, "prism_cluster_connected"), 0.0);
+        assert_eq!(p.metric("prism_cluster_connected"), 0.0);
         let c = cluster(p);
         assert_eq!(c["connected"], false, "node {n}: {c}");
         assert!(c["redisErrors"].as_u64().unwrap_or(0) > 0, "node {n}: {c}");
-        let lag = metric(p, "prism_cluster_sync_lag_seconds");
+        let lag = p.metric("prism_cluster_sync_lag_seconds");
         assert!(lag >= 0.5, "node {n}: sync lag {lag} s while Redis is down");
     }
     // Still serving identical bytes once the load is gone.
@@ -584,8 +572,8 @@ fn redis_back_resumes_sync_and_shared_limits() {
         "both nodes registered again"
     );
     for p in [&a, &b] {
-        assert_eq!(metric(p, "prism_cluster_connected"), 1.0);
-        assert_eq!(metric(p, "prism_cluster_peers"), 1.0);
+        assert_eq!(p.metric("prism_cluster_connected"), 1.0);
+        assert_eq!(p.metric("prism_cluster_peers"), 1.0);
     }
     assert_eq!(
         redis.command(&["EXISTS", "back:bucket:key:k"]).unwrap(),

@@ -29,17 +29,6 @@ fn setup(extra: &str) -> (FakeProvider, Prism) {
     (fake, prism)
 }
 
-fn metric(prism: &Prism, name: &str) -> f64 {
-    let body = String::from_utf8(prism.admin_get("/metrics").body).unwrap();
-    body.lines()
-        .find_map(|l| {
-            l.strip_prefix(name)
-                .and_then(|rest| rest.strip_prefix(' '))
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no {name} in metrics"))
-}
-
 #[test]
 fn fifty_identical_calls_share_one_upstream_call() {
     let (fake, prism) = setup("");
@@ -67,7 +56,7 @@ fn fifty_identical_calls_share_one_upstream_call() {
         1,
         "fifty identical reads in flight must reach the provider once"
     );
-    assert!(metric(&prism, "prism_dedupe_joins_total") >= 40.0);
+    assert!(prism.metric("prism_dedupe_joins_total") >= 40.0);
 }
 
 #[test]
@@ -142,7 +131,7 @@ fn deep_reads_are_cached_and_latest_never_is() {
         1 + 3 + 3,
         "latest and near-head reads always go upstream"
     );
-    assert!(metric(&prism, "prism_cache_hits_total") >= 2.0);
+    assert!(prism.metric("prism_cache_hits_total") >= 2.0);
 }
 
 #[test]
@@ -231,11 +220,11 @@ fn the_memory_bound_holds_under_a_flood_of_distinct_keys() {
         expect_http_result(&r, &i.to_string());
     }
     assert!(
-        wait_until(Duration::from_secs(3), || metric(&prism, "prism_cache_evictions_total")
+        wait_until(Duration::from_secs(3), || prism.metric("prism_cache_evictions_total")
             > 0.0),
         "a flood past the bound must evict"
     );
-    let bytes = metric(&prism, "prism_cache_bytes");
+    let bytes = prism.metric("prism_cache_bytes");
     assert!(
         bytes > 0.0 && bytes <= 65536.0,
         "cache holds {bytes} bytes, bound is 65536"

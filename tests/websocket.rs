@@ -22,12 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::wait_until as eventually;
 use support::{wait_serving, Prism, PrismBuilder};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::handshake::HandshakeError;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
-use ws_fake::{block_hash, eventually, WsFake};
+use ws_fake::{block_hash, WsFake};
 
 const WAIT: Duration = Duration::from_secs(10);
 const ADDR: &str = "0x00000000000000000000000000000000000000aa";
@@ -246,19 +247,9 @@ fn start(b: PrismBuilder, names: &[&str], head: u64) -> Prism {
     prism
 }
 
-/// The value of a metric line (`name` may carry labels: `prism_ws_upstream_subscriptions{type="logs"}`).
-fn metric(prism: &Prism, name: &str) -> f64 {
-    let r = prism.admin_get("/metrics");
-    assert_eq!(r.status, 200, "/metrics: {}", r.describe());
-    let text = r.text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-}
-
 fn wait_metric(prism: &Prism, name: &str, want: f64) {
-    let ok = eventually(WAIT, || metric(prism, name) == want);
-    assert!(ok, "metric {name}: want {want}, got {}", metric(prism, name));
+    let ok = eventually(WAIT, || prism.metric(name) == want);
+    assert!(ok, "metric {name}: want {want}, got {}", prism.metric(name));
 }
 
 fn wait_for(what: &str, f: impl FnMut() -> bool) {
@@ -326,15 +317,12 @@ fn heads_continue_without_gap_or_duplicate_when_the_upstream_socket_drops() {
 
     wait_metric(&prism, "prism_ws_upstream_reconnects_total", 3.0);
     assert!(
-        metric(&prism, "prism_ws_backfilled_heads_total") >= 5.0,
+        prism.metric("prism_ws_backfilled_heads_total") >= 5.0,
         "backfilled heads: {}",
-        metric(&prism, "prism_ws_backfilled_heads_total")
+        prism.metric("prism_ws_backfilled_heads_total")
     );
-    assert_eq!(metric(&prism, "prism_ws_clients"), 1.0);
-    assert_eq!(
-        metric(&prism, "prism_ws_upstream_subscriptions{type=\"newHeads\"}"),
-        1.0
-    );
+    assert_eq!(prism.metric("prism_ws_clients"), 1.0);
+    assert_eq!(prism.metric("prism_ws_upstream_subscriptions{type=\"newHeads\"}"), 1.0);
 }
 
 // ---- provider moves ------------------------------------------------------------------------------
@@ -579,13 +567,13 @@ fn logs_across_a_gap(probe_interval_ms: u64, before_reconnect: impl FnOnce(&Pris
     // dropped as a duplicate): at least the 3 missed, at most those plus the live ones.
     let backfilled = "prism_ws_backfilled_logs_total";
     assert!(
-        eventually(WAIT, || metric(&prism, backfilled) >= 3.0),
+        eventually(WAIT, || prism.metric(backfilled) >= 3.0),
         "metric {backfilled}: {}",
-        metric(&prism, backfilled)
+        prism.metric(backfilled)
     );
-    assert!(metric(&prism, backfilled) <= (3 + expected_logs(&live2).len()) as f64);
-    assert_eq!(metric(&prism, "prism_ws_upstream_reconnects_total"), 1.0);
-    assert_eq!(metric(&prism, "prism_ws_upstream_subscriptions{type=\"logs\"}"), 1.0);
+    assert!(prism.metric(backfilled) <= (3 + expected_logs(&live2).len()) as f64);
+    assert_eq!(prism.metric("prism_ws_upstream_reconnects_total"), 1.0);
+    assert_eq!(prism.metric("prism_ws_upstream_subscriptions{type=\"logs\"}"), 1.0);
 }
 
 #[test]
@@ -658,19 +646,19 @@ fn slow_client_is_disconnected_while_others_keep_every_head() {
     for i in 0..400u64 {
         fake.advance_head(1);
         fast.heads_until(&fast_sub, 101 + i, &mut seen);
-        if i % 20 == 19 && metric(&prism, "prism_ws_clients") == 1.0 {
+        if i % 20 == 19 && prism.metric("prism_ws_clients") == 1.0 {
             cut_after = Some(101 + i);
             break;
         }
     }
     let emitted = fake.head();
     let disconnected =
-        cut_after.is_some() || eventually(Duration::from_secs(3), || metric(&prism, "prism_ws_clients") == 1.0);
+        cut_after.is_some() || eventually(Duration::from_secs(3), || prism.metric("prism_ws_clients") == 1.0);
     // The fast client is unaffected, before and after.
     fake.advance_head(5);
     fast.heads_until(&fast_sub, emitted + 5, &mut seen);
     assert_consecutive(&seen, 101, emitted + 5);
-    let clients_before_reading = metric(&prism, "prism_ws_clients");
+    let clients_before_reading = prism.metric("prism_ws_clients");
 
     // What the slow client finds when it finally reads: a prefix of the heads, then close 1008.
     let mut slow_seen: Vec<u64> = Vec::new();
@@ -726,10 +714,7 @@ fn upstream_subscription_is_shared_and_released_by_the_last_client() {
         "identical subscriptions share one upstream subscription"
     );
     wait_metric(&prism, "prism_ws_clients", 2.0);
-    assert_eq!(
-        metric(&prism, "prism_ws_upstream_subscriptions{type=\"newHeads\"}"),
-        1.0
-    );
+    assert_eq!(prism.metric("prism_ws_upstream_subscriptions{type=\"newHeads\"}"), 1.0);
 
     fake.advance_head(1);
     let (mut sa_seen, mut sb_seen) = (Vec::new(), Vec::new());
@@ -773,10 +758,7 @@ fn upstream_subscription_is_shared_and_released_by_the_last_client() {
         "0x00000000000000000000000000000000000000000000000000000000000000ff"
     );
     assert_eq!(
-        metric(
-            &prism,
-            "prism_ws_upstream_subscriptions{type=\"newPendingTransactions\"}"
-        ),
+        prism.metric("prism_ws_upstream_subscriptions{type=\"newPendingTransactions\"}"),
         1.0
     );
     let _ = sc;

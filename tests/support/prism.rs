@@ -415,6 +415,16 @@ impl Prism {
         let mut c = Conn::connect(self.admin_addr());
         c.request(&http::bodyless("GET", path, &["Connection: close"]))
     }
+    /// The value of one `/metrics` line; `name` may carry labels (`prism_ws_upstream_subscriptions{type="logs"}`).
+    /// Panics when the line is absent.
+    pub fn metric(&self, name: &str) -> f64 {
+        let r = self.admin_get("/metrics");
+        assert_eq!(r.status, 200, "/metrics: {}", r.describe());
+        let text = r.text();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
     /// `/status` as JSON.
     pub fn status(&self) -> serde_json::Value {
         let r = self.admin_get("/status");

@@ -30,7 +30,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `0x` + `n` as 64 hex digits: the hash of block `n` on every fake (so two fakes serve the same chain).
 pub fn block_hash(n: u64) -> String {
@@ -694,19 +694,5 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
             ))
         }
         _ => Ok(json!("0x0")),
-    }
-}
-
-/// Polls `f` every 5 ms until it holds or `within` passes.
-pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
     }
 }
