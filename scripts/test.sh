@@ -22,6 +22,14 @@ if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
   python3 -m pip install -q prometheus_client 2>/dev/null || pip3 install -q prometheus_client
 fi
 
+# Per-area installers (a real EVM node and its clients, Solana client libraries, ...): each script in
+# scripts/deps/ installs what its tests need and is safe to run again.
+for dep in scripts/deps/*.sh; do
+  [ -e "$dep" ] || continue
+  echo "== $dep"
+  bash "$dep"
+done
+
 # io_uring registers buffers: glommio needs RLIMIT_MEMLOCK >= 512 KiB.
 if [ "$(ulimit -l)" != "unlimited" ] && [ "$(ulimit -l)" -lt 8192 ]; then
   ulimit -l 8192 2>/dev/null || echo "warning: ulimit -l is $(ulimit -l) KiB; glommio may refuse to start" >&2
