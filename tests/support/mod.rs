@@ -12,6 +12,7 @@ pub mod fake;
 pub mod http;
 pub mod json;
 pub mod prism;
+pub mod relay;
 pub mod tls;
 pub mod tools;
 
