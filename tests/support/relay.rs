@@ -261,6 +261,7 @@ struct Inner {
 /// A fault-injecting relay in front of the dev node. Stopped (listener and every connection) on drop.
 pub struct Relay {
     inner: Arc<Inner>,
+    flap: Mutex<Option<(Arc<AtomicBool>, thread::JoinHandle<()>)>>,
 }
 
 impl Relay {
@@ -282,7 +283,10 @@ impl Relay {
             ws_accepted: AtomicU64::new(0),
             heads_sent: AtomicU64::new(0),
         });
-        let r = Relay { inner };
+        let r = Relay {
+            inner,
+            flap: Mutex::new(None),
+        };
         r.restart();
         r
     }
@@ -317,40 +321,37 @@ impl Relay {
 
     /// Stops listening and cuts every open connection (HTTP and WebSocket), as a crashed provider.
     pub fn kill(&self) {
-        self.inner.alive.store(false, Ordering::SeqCst);
-        self.inner.generation.fetch_add(1, Ordering::SeqCst);
-        for s in self.inner.conns.lock().unwrap().drain(..) {
-            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        // The accept loop polls `alive` and drops the listener; wait until the port refuses.
-        let addr = self.addr();
-        super::wait_until(Duration::from_secs(5), || {
-            TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err()
-        });
+        kill(&self.inner);
     }
 
     /// Listens again on the same port (after [`Relay::kill`]; also how `start` begins).
     pub fn restart(&self) {
-        if self.inner.alive.swap(true, Ordering::SeqCst) {
-            return;
+        restart(&self.inner);
+    }
+
+    /// `Some(period)`: killed and restarted every `period` from a background thread, until `None` (which
+    /// leaves the relay up).
+    pub fn set_flapping(&self, period: Option<Duration>) {
+        if let Some((stop, t)) = self.flap.lock().unwrap().take() {
+            stop.store(true, Ordering::SeqCst);
+            let _ = t.join();
         }
-        let addr = self.addr();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let listener = loop {
-            match TcpListener::bind(addr) {
-                Ok(l) => break l,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => panic!("relay {}: rebind {addr}: {e}", self.inner.name),
+        match period {
+            Some(p) => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let (inner, s2) = (self.inner.clone(), stop.clone());
+                let t = thread::spawn(move || {
+                    while !s2.load(Ordering::SeqCst) {
+                        kill(&inner);
+                        thread::sleep(p);
+                        restart(&inner);
+                        thread::sleep(p);
+                    }
+                });
+                *self.flap.lock().unwrap() = Some((stop, t));
             }
-        };
-        listener.set_nonblocking(true).unwrap();
-        let inner = self.inner.clone();
-        let gen = inner.generation.load(Ordering::SeqCst);
-        thread::spawn(move || accept_loop(inner, listener, gen));
+            None => self.restart(),
+        }
     }
 
     pub fn alive(&self) -> bool {
@@ -372,8 +373,44 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
+        if let Some((stop, t)) = self.flap.lock().unwrap().take() {
+            stop.store(true, Ordering::SeqCst);
+            let _ = t.join();
+        }
         self.kill();
     }
+}
+
+fn kill(inner: &Inner) {
+    inner.alive.store(false, Ordering::SeqCst);
+    inner.generation.fetch_add(1, Ordering::SeqCst);
+    for s in inner.conns.lock().unwrap().drain(..) {
+        reset(&s);
+    }
+    // The accept loop polls `alive` and drops the listener; wait until the port refuses.
+    let addr: SocketAddr = ([127, 0, 0, 1], inner.port).into();
+    super::wait_until(Duration::from_secs(5), || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err()
+    });
+}
+
+fn restart(inner: &Arc<Inner>) {
+    if inner.alive.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let addr: SocketAddr = ([127, 0, 0, 1], inner.port).into();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listener = loop {
+        match TcpListener::bind(addr) {
+            Ok(l) => break l,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("relay {}: rebind {addr}: {e}", inner.name),
+        }
+    };
+    listener.set_nonblocking(true).unwrap();
+    let inner = inner.clone();
+    let gen = inner.generation.load(Ordering::SeqCst);
+    thread::spawn(move || accept_loop(inner, listener, gen));
 }
 
 fn accept_loop(inner: Arc<Inner>, listener: TcpListener, gen: u64) {
