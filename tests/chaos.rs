@@ -66,9 +66,13 @@ fn rig() -> Rig {
 struct Seen {
     /// (when, ok) for every read.
     reads: Vec<(Instant, bool)>,
+    /// Milliseconds each read took.
+    read_ms: Vec<u64>,
     read_failures: Vec<String>,
     writes_ok: usize,
     writes_failed: Vec<String>,
+    /// Milliseconds each write took (ok or not).
+    write_ms: Vec<u64>,
     /// Writes the node acknowledged to the client (their ledger keys).
     acked: Vec<String>,
     backwards: Vec<String>,
@@ -151,6 +155,7 @@ fn reader(addr: SocketAddr, me: usize, stop: &AtomicBool, seen: &Mutex<Seen>) {
         let t = Instant::now();
         let answer = rpc(&mut conn, addr, method, params);
         let mut s = seen.lock().unwrap();
+        s.read_ms.push(t.elapsed().as_millis() as u64);
         match answer {
             Ok(v) => {
                 s.reads.push((t, true));
@@ -185,8 +190,10 @@ fn writer(addr: SocketAddr, me: usize, stop: &AtomicBool, seen: &Mutex<Seen>) {
         let value = format!("0x{:x}", 1_000_000 + SERIAL.fetch_add(1, Ordering::SeqCst));
         let params = json!([{"from": from, "to": DEV_ACCOUNTS[0], "value": value, "gas": "0x5208"}]);
         let key = format!("send:{params}");
+        let t = Instant::now();
         let answer = rpc(&mut conn, addr, "eth_sendTransaction", params);
         let mut s = seen.lock().unwrap();
+        s.write_ms.push(t.elapsed().as_millis() as u64);
         match answer {
             Ok(_) => {
                 s.writes_ok += 1;
@@ -256,6 +263,12 @@ struct Row {
     writes_ok: usize,
     writes_failed: usize,
     forwarded_writes: usize,
+    /// Read latency p50 and p99, ms.
+    read_p50_ms: u64,
+    read_p99_ms: u64,
+    /// Write latency p50 and max, ms.
+    write_p50_ms: u64,
+    write_max_ms: u64,
     duplicates: usize,
     backwards: usize,
     recovery_ms: u64,
@@ -359,6 +372,10 @@ fn scenario(
         writes_ok: seen.writes_ok,
         writes_failed: seen.writes_failed.len(),
         forwarded_writes: rig.ledger.total(),
+        read_p50_ms: percentile(&seen.read_ms, 0.5),
+        read_p99_ms: percentile(&seen.read_ms, 0.99),
+        write_p50_ms: percentile(&seen.write_ms, 0.5),
+        write_max_ms: seen.write_ms.iter().copied().max().unwrap_or(0),
         duplicates: duplicates.len(),
         backwards: seen.backwards.len() + seen.ws_backwards.len(),
         recovery_ms,
@@ -382,29 +399,49 @@ fn scenario(
             seen.writes_failed.iter().take(10).collect::<Vec<_>>()
         );
         eprintln!("ws sessions: {}", seen.ws_sessions);
+        for r in &rig.relays {
+            eprintln!(
+                "relay {}: eth_sendTransaction forwarded {} received {}",
+                r.name(),
+                r.forwarded("eth_sendTransaction"),
+                r.received("eth_sendTransaction")
+            );
+        }
         eprintln!("notes: {:?}", row.notes);
     }
     row
 }
 
+fn percentile(v: &[u64], q: f64) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.get(((v.len() as f64 * q) as usize).min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0)
+}
+
 fn table(rows: &[Row]) -> String {
     let mut t = String::new();
     t.push_str(
-        "| scenario | requests | read error rate | writes ok / failed (forwarded) | duplicates | backwards heights | recovery ms | newHeads seen | result |\n",
+        "| scenario | requests | read error rate | read p50 / p99 ms | writes ok / failed (forwarded) | write p50 / max ms | duplicates | backwards heights | recovery ms | newHeads seen | result |\n",
     );
-    t.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    t.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for r in rows {
         let _ = writeln!(
             t,
-            "| {} | {} | {:.2}% ({}/{}) | {} / {} ({}) | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2}% ({}/{}) | {} / {} | {} / {} ({}) | {} / {} | {} | {} | {} | {} | {} |",
             r.name,
             r.requests,
             r.error_rate() * 100.0,
             r.read_errors,
             r.reads,
+            r.read_p50_ms,
+            r.read_p99_ms,
             r.writes_ok,
             r.writes_failed,
             r.forwarded_writes,
+            r.write_p50_ms,
+            r.write_max_ms,
             r.duplicates,
             r.backwards,
             r.recovery_ms,
