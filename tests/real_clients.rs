@@ -275,3 +275,29 @@ fn relay_forwards_lags_and_counts() {
     assert_eq!(ledger.count(&relay::keccak_hex("0x1234").unwrap()), 1);
     assert_eq!(r.forwarded("eth_sendRawTransaction"), 1);
 }
+
+/// Every id Prism sends upstream must survive a JavaScript JSON parser (ganache, hardhat, many gateways):
+/// numbers above 2^53 - 1 come back rounded, the answer no longer matches its request, and the provider is
+/// judged broken (its breaker opens on the first probes).
+#[test]
+fn upstream_ids_are_exact_in_javascript() {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let r = Relay::start("r1", node, &ledger);
+    let prism = Prism::builder()
+        .network_option("probe_interval_ms", 100)
+        .provider_url(&r.url())
+        .start();
+    let probed = support::wait_until(Duration::from_secs(10), || r.received("eth_blockNumber") >= 2);
+    assert!(probed, "Prism never probed the relay");
+    let resp = prism.rpc(support::call("1", "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+    let max = r.max_id();
+    assert!(
+        max <= (1u64 << 53) - 1,
+        "Prism sent upstream id {max}, above 2^53-1: a JavaScript node answers with it rounded \
+         ({}), so the answer never matches (client read answered: {})",
+        max as f64,
+        resp.text()
+    );
+    wait_serving(&prism, &["p1"]);
+}

@@ -256,6 +256,8 @@ struct Inner {
     received: Mutex<HashMap<String, usize>>,
     ws_accepted: AtomicU64,
     heads_sent: AtomicU64,
+    /// The largest numeric JSON-RPC id received over HTTP.
+    max_id: AtomicU64,
 }
 
 /// A fault-injecting relay in front of the dev node. Stopped (listener and every connection) on drop.
@@ -282,6 +284,7 @@ impl Relay {
             received: Mutex::new(HashMap::new()),
             ws_accepted: AtomicU64::new(0),
             heads_sent: AtomicU64::new(0),
+            max_id: AtomicU64::new(0),
         });
         let r = Relay {
             inner,
@@ -364,6 +367,10 @@ impl Relay {
     /// Calls of `method` received (forwarded or refused by a fault).
     pub fn received(&self, method: &str) -> usize {
         self.inner.received.lock().unwrap().get(method).copied().unwrap_or(0)
+    }
+    /// The largest numeric JSON-RPC id received over HTTP (0 when none).
+    pub fn max_id(&self) -> u64 {
+        self.inner.max_id.load(Ordering::SeqCst)
     }
     /// WebSocket connections accepted so far.
     pub fn ws_accepted(&self) -> u64 {
@@ -500,6 +507,11 @@ fn serve(inner: Arc<Inner>, stream: TcpStream, gen: u64) {
             let mut rec = inner.received.lock().unwrap();
             for m in &methods {
                 *rec.entry(m.clone()).or_default() += 1;
+            }
+        }
+        for c in calls_of(&body) {
+            if let Some(id) = c["id"].as_u64() {
+                inner.max_id.fetch_max(id, Ordering::SeqCst);
             }
         }
         let fault = inner.fault.lock().unwrap().clone();
