@@ -8,7 +8,7 @@
 //! | 429 storm | r1 and r2 answer HTTP 429 with JSON-RPC -32005 to everything |
 //! | slow provider | r1 adds 1200 ms to every answer |
 //! | flapping provider | r1 killed and restarted every 300 ms |
-//! | lagging provider | r1 serves heads 4 blocks behind (eth_blockNumber, "latest", newHeads) |
+//! | stalled provider | r1's head freezes (eth_blockNumber, "latest", newHeads) while the chain goes on |
 //! | reset after forward | r1 forwards each request to the node, then resets the connection unanswered |
 //! | all providers down | every relay killed, then all restarted |
 //!
@@ -499,13 +499,13 @@ fn chaos_suite() {
         |r| r.relays[0].set_flapping(None),
     ));
     rows.push(scenario(
-        "lagging provider (4 blocks)",
+        "stalled provider (head frozen)",
         false,
         0.01,
         1500,
-        |r| r.relays[0].set_lag(4),
-        |r| row_shows(r, "p1", "lag >= 3", |row| num(row, "lag") >= 3.0),
-        |r| r.relays[0].set_lag(0),
+        |r| r.relays[0].set_stalled(true),
+        |r| row_shows(r, "p1", "lag >= 2", |row| num(row, "lag") >= 2.0),
+        |r| r.relays[0].set_stalled(false),
     ));
     rows.push(scenario(
         "reset after forward",
@@ -625,4 +625,51 @@ fn write_reset_after_forwarding_is_not_resent() {
     r.set_fault(Fault::None);
     wait_mined(&hash);
     assert_eq!(ledger.count(&hash), 1, "forwarded {} times", ledger.count(&hash));
+}
+
+/// A provider whose head suddenly drops (a load balancer moving to a node 4 blocks behind) must not make a
+/// client's latest block go backwards: the mark says the client has seen a higher block.
+///
+/// Known to fail: Prism protects `eth_blockNumber` but sends `eth_getBlockByNumber("latest")` to a provider by
+/// the head its last probe saw, and returns the older block (perf/chaos/README.md, finding 5).
+#[test]
+#[ignore = "known Prism bug: a latest block read goes backwards when a provider's head drops between probes"]
+fn latest_block_never_goes_backwards_when_a_provider_drops_behind() {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let (r1, r2) = (Relay::start("r1", node, &ledger), Relay::start("r2", node, &ledger));
+    let prism = Prism::builder()
+        .network_option("probe_interval_ms", 500)
+        .provider_url_with(&r1.url(), "weight = 100")
+        .provider_url(&r2.url())
+        .start();
+    wait_serving(&prism, &["p1", "p2"]);
+    let latest = |id: u64| -> u64 {
+        let body = support::call(&id.to_string(), "eth_getBlockByNumber", r#"["latest",false]"#);
+        let v = prism.rpc(body.as_bytes()).json();
+        relay::hex_u64(&v["result"]["number"]).unwrap_or_else(|| panic!("{v}"))
+    };
+    let number = |id: u64| -> u64 {
+        let v = prism
+            .rpc(support::call(&id.to_string(), "eth_blockNumber", "[]").as_bytes())
+            .json();
+        relay::hex_u64(&v["result"]).unwrap_or_else(|| panic!("{v}"))
+    };
+    assert!(
+        support::wait_until(Duration::from_secs(10), || node.head() >= 6),
+        "node mines"
+    );
+    // Prism knows p1's current head (probed since the last block).
+    let h = node.head();
+    prism.wait_provider("p1", Duration::from_secs(5), "current head", |row| {
+        row["head"].as_u64() >= Some(h)
+    });
+    let mut seen = latest(1).max(number(2));
+    r1.set_lag(4);
+    for i in 0..6 {
+        let (b, n) = (latest(10 + i), number(20 + i));
+        assert!(b >= seen, "latest block {b} after the client saw {seen}");
+        assert!(n >= seen, "eth_blockNumber {n} after the client saw {seen}");
+        seen = seen.max(b).max(n);
+    }
 }

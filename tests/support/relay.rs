@@ -8,7 +8,8 @@
 //!   forwards to the node and misbehaves on request ([`Fault`]): added latency, HTTP 5xx, HTTP 429 with a
 //!   JSON-RPC -32005 body, connection resets (before or after forwarding), hanging after forwarding, a
 //!   lagging head ([`Relay::set_lag`]: `eth_blockNumber`, `"latest"` params and `newHeads` served `k` blocks
-//!   behind), and being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]).
+//!   behind, a sudden drop; [`Relay::set_stalled`]: the head frozen where it is, so the lag grows a block at a
+//!   time), and being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]).
 //! - [`Ledger`]: shared by a set of relays; records every write each relay forwarded to the node
 //!   (`eth_sendRawTransaction` by its keccak256 hash, `eth_sendTransaction` by its params), so a test can
 //!   prove no submission reached the chain twice.
@@ -96,7 +97,7 @@ fn start_node() -> EvmNode {
     );
     let port = super::prism::free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let log = std::env::temp_dir().join(format!("prism-ganache-{}-{port}.log", std::process::id()));
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ganache-{}-{port}.log", std::process::id()));
     let (tx, rx) = std::sync::mpsc::channel();
     let log2 = log.clone();
     // The keeper thread spawns the node and then waits on it forever: PR_SET_PDEATHSIG fires when the
@@ -245,11 +246,14 @@ struct Inner {
     ledger: Ledger,
     fault: Mutex<Fault>,
     lag: AtomicU64,
+    /// A frozen head (0 = following the node).
+    frozen: AtomicU64,
     /// Bumped by `kill`: connection threads of an older generation end.
     generation: AtomicU64,
     alive: AtomicBool,
     /// Open client sockets (for `kill`).
-    conns: Mutex<Vec<TcpStream>>,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
     /// method → calls forwarded to the node.
     forwarded: Mutex<HashMap<String, usize>>,
     /// method → calls received (forwarded or not).
@@ -277,9 +281,11 @@ impl Relay {
             ledger: ledger.clone(),
             fault: Mutex::new(Fault::None),
             lag: AtomicU64::new(0),
+            frozen: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             alive: AtomicBool::new(false),
-            conns: Mutex::new(Vec::new()),
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(0),
             forwarded: Mutex::new(HashMap::new()),
             received: Mutex::new(HashMap::new()),
             ws_accepted: AtomicU64::new(0),
@@ -320,6 +326,15 @@ impl Relay {
     /// Serve the head `k` blocks behind the node (0 = in step).
     pub fn set_lag(&self, k: u64) {
         self.inner.lag.store(k, Ordering::SeqCst);
+    }
+    /// `true`: serve the node's current head from now on, as a provider whose node stopped following the
+    /// chain; `false`: follow the node again.
+    pub fn set_stalled(&self, stalled: bool) {
+        let h = if stalled { self.inner_head().max(1) } else { 0 };
+        self.inner.frozen.store(h, Ordering::SeqCst);
+    }
+    fn inner_head(&self) -> u64 {
+        node_head(self.inner.node, &mut None).unwrap_or(1)
     }
 
     /// Stops listening and cuts every open connection (HTTP and WebSocket), as a crashed provider.
@@ -391,7 +406,7 @@ impl Drop for Relay {
 fn kill(inner: &Inner) {
     inner.alive.store(false, Ordering::SeqCst);
     inner.generation.fetch_add(1, Ordering::SeqCst);
-    for s in inner.conns.lock().unwrap().drain(..) {
+    for (_, s) in inner.conns.lock().unwrap().drain() {
         reset(&s);
     }
     // The accept loop polls `alive` and drops the listener; wait until the port refuses.
@@ -420,17 +435,39 @@ fn restart(inner: &Arc<Inner>) {
     thread::spawn(move || accept_loop(inner, listener, gen));
 }
 
+/// A socket `kill` can cut, forgotten when its thread ends (so a long run does not pile up descriptors).
+struct Tracked<'a> {
+    inner: &'a Inner,
+    id: u64,
+}
+
+impl<'a> Tracked<'a> {
+    fn new(inner: &'a Inner, s: &TcpStream) -> Tracked<'a> {
+        let id = inner.next_conn.fetch_add(1, Ordering::SeqCst);
+        if let Ok(c) = s.try_clone() {
+            inner.conns.lock().unwrap().insert(id, c);
+        }
+        Tracked { inner, id }
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.inner.conns.lock().unwrap().remove(&self.id);
+    }
+}
+
 fn accept_loop(inner: Arc<Inner>, listener: TcpListener, gen: u64) {
     while inner.alive.load(Ordering::SeqCst) && inner.generation.load(Ordering::SeqCst) == gen {
         match listener.accept() {
             Ok((s, _)) => {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_nodelay(true);
-                if let Ok(c) = s.try_clone() {
-                    inner.conns.lock().unwrap().push(c);
-                }
                 let inner = inner.clone();
-                thread::spawn(move || serve(inner, s, gen));
+                thread::spawn(move || {
+                    let _tracked = Tracked::new(&inner, &s);
+                    serve(inner.clone(), s, gen)
+                });
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(2)),
             Err(_) => thread::sleep(Duration::from_millis(2)),
@@ -610,7 +647,10 @@ const LATEST_METHODS: &[&str] = &[
 
 /// Forwards one request body to the node: records writes in the ledger, applies lag; the answer text.
 fn forward(inner: &Inner, upstream: &mut Option<Conn>, mut body: Value, lag: u64) -> Option<String> {
-    let lagged = if lag > 0 {
+    let frozen = inner.frozen.load(Ordering::SeqCst);
+    let lagged = if frozen > 0 {
+        Some(frozen)
+    } else if lag > 0 {
         node_head(inner.node, upstream).map(|h| h.saturating_sub(lag))
     } else {
         None
@@ -692,9 +732,7 @@ fn websocket(inner: Arc<Inner>, stream: TcpStream, req: &http::Request, gen: u64
     inner.ws_accepted.fetch_add(1, Ordering::SeqCst);
     let _ = s.set_read_timeout(Some(Duration::from_millis(5)));
     let _ = up.get_ref().set_read_timeout(Some(Duration::from_millis(5)));
-    if let Ok(c) = up.get_ref().try_clone() {
-        inner.conns.lock().unwrap().push(c);
-    }
+    let _tracked = Tracked::new(&inner, up.get_ref());
     let mut client = WebSocket::from_raw_socket(s, Role::Server, None);
     let mut held: VecDeque<(u64, String)> = VecDeque::new();
     let would_block = |e: &tungstenite::Error| matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut));
@@ -738,7 +776,8 @@ fn websocket(inner: Arc<Inner>, stream: TcpStream, req: &http::Request, gen: u64
                     Some(n) => {
                         held.push_back((n, t.to_string()));
                         while let Some((m, _)) = held.front() {
-                            if *m + lag > n {
+                            let frozen = inner.frozen.load(Ordering::SeqCst);
+                            if *m + lag > n || (frozen > 0 && *m > frozen) {
                                 break;
                             }
                             let (_, msg) = held.pop_front().unwrap();
