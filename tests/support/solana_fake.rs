@@ -233,6 +233,8 @@ struct State {
     failing: HashMap<String, Value>,
     /// Extra delay before answering each HTTP request of these methods.
     delays: HashMap<String, Duration>,
+    /// When false, account changes are not announced (a notification lost or late on the wire).
+    notify_accounts: bool,
 }
 
 impl State {
@@ -263,6 +265,9 @@ impl State {
 
     /// accountNotification to every subscriber of `pubkey` with its current value (null when absent).
     fn account_changed(&self, pubkey: &str) {
+        if !self.notify_accounts {
+            return;
+        }
         let targets: Vec<(u64, Option<String>)> = self
             .subs
             .iter()
@@ -288,6 +293,9 @@ impl State {
 
     /// A closed account's notification (lamports 0, system program owner, no data), as real nodes send it.
     fn account_closed(&self, pubkey: &str) {
+        if !self.notify_accounts {
+            return;
+        }
         let targets: Vec<(u64, Option<String>)> = self
             .subs
             .iter()
@@ -439,6 +447,7 @@ impl SolanaFake {
                 http_status: None,
                 failing: HashMap::new(),
                 delays: HashMap::new(),
+                notify_accounts: true,
             }),
             shutdown: AtomicBool::new(false),
         });
@@ -651,6 +660,11 @@ impl SolanaFake {
             Some(d) => g.delays.insert(method.to_string(), d),
             None => g.delays.remove(method),
         };
+    }
+    /// While false, account changes are not announced to subscribers (as if the notification were late):
+    /// a router must find out another way.
+    pub fn set_notify_accounts(&self, on: bool) {
+        self.lock().notify_accounts = on;
     }
     /// Kills every WebSocket connection; their subscriptions go with them. Returns how many.
     pub fn drop_websockets(&self) -> usize {
