@@ -898,7 +898,8 @@ fn base_only_and_unlisted_methods_go_to_base_with_its_answer_unchanged() {
         "{v}"
     );
     assert_eq!(m.base.count("getSupply"), 1);
-    for method in ["getSlot", "getVersion", "getHealth", "getGenesisHash", "getSupply"] {
+    // getHealth is left out: Prism's health prober asks it of every provider, ERs included.
+    for method in ["getSlot", "getVersion", "getGenesisHash", "getSupply"] {
         assert_eq!(m.er1.count(method), 0, "{method} reached the ER");
     }
 }
