@@ -165,7 +165,8 @@ async fn handle_text(
     };
     let Some((id, method, params)) = single else {
         let deadline = Instant::now() + Duration::from_millis(shard.limits.request_deadline_ms);
-        return match handle_body(&shard.rpc, route, caller, key, text, deadline).await {
+        let solana = shard.solana[route.index].as_ref();
+        return match handle_body(&shard.rpc, route, solana, caller, key, text, deadline).await {
             BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
             BodyReply::Empty => None,
         };
