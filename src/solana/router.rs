@@ -412,11 +412,13 @@ async fn dest_of_writes(sol: &Rc<SolanaRoute>, accounts: &[Pubkey], deadline: In
             Err(e) => return Err(CallOutcome::Failed(e)),
             Ok(Dest::Base) => {}
             Ok(er) => match target {
-                Some((t, other)) if t != er => return Err(invalid(format!(
+                Some((t, other)) if t != er => {
+                    return Err(invalid(format!(
                     "transaction writes accounts delegated to different ephemeral rollups: {other} ({}) and {k} ({})",
                     sol.net.dest_name(t),
                     sol.net.dest_name(er)
-                ))),
+                )))
+                }
                 _ => target = Some((er, *k)),
             },
         }
