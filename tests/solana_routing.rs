@@ -58,11 +58,18 @@ fn msg(err: &Value) -> String {
 #[test]
 fn any_path_serves_the_single_network() {
     let m = Magic::start();
+    // Client calls carry params Prism's own getSlot probes do not, so the counts tell them apart.
+    let params = json!([{"commitment": "confirmed", "minContextSlot": 1}]);
     for path in ["/", "/solana", "/solana/anything"] {
-        let v = m.call_at(path, "getSlot", json!([]));
+        let v = m.call_at(path, "getSlot", params.clone());
         assert_eq!(v["result"], json!(m.base.slot()), "getSlot on {path}: {v}");
     }
-    assert_eq!(m.er1.count("getSlot"), 0, "getSlot is a base-layer method");
+    assert_eq!(m.base.count_params("getSlot", &params), 3);
+    assert_eq!(
+        m.er1.count_params("getSlot", &params),
+        0,
+        "getSlot is a base-layer method"
+    );
 }
 
 #[test]
@@ -601,6 +608,9 @@ fn simulate_transaction_routes_like_send_and_answers_exactly_what_the_upstream_s
 #[test]
 fn a_delegation_transaction_makes_prism_watch_the_account_before_it_answers() {
     let m = Magic::start();
+    // A slow base-layer WebSocket handshake: the first subscription takes a while to confirm, and the
+    // answer must still wait for it.
+    m.base.set_ws_accept_delay(Some(Duration::from_millis(300)));
     let erin = seed(&m, "erin");
     let record = record_of("erin");
     let v = send(&m, "delegate_erin", false);
@@ -870,8 +880,15 @@ fn base_only_and_unlisted_methods_go_to_base_with_its_answer_unchanged() {
     let m = Magic::start();
     delegated(&m, "alice", &pk("er1_identity"));
     m.result("getBlockhashForAccounts", json!([[pk("alice")]])); // the caller now holds an ER blockhash
+    let slot_params = json!([{"commitment": "confirmed", "minContextSlot": 1}]);
+    assert_eq!(
+        m.result("getSlot", slot_params.clone()),
+        json!(m.base.slot()),
+        "getSlot"
+    );
+    assert_eq!(m.base.count_params("getSlot", &slot_params), 1);
+    assert_eq!(m.er1.count_params("getSlot", &slot_params), 0, "getSlot reached the ER");
     for (method, want) in [
-        ("getSlot", json!(m.base.slot())),
         (
             "getVersion",
             json!({"feature-set": 3_294_202_862u64, "solana-core": "2.2.0"}),

@@ -235,6 +235,8 @@ struct State {
     delays: HashMap<String, Duration>,
     /// When false, account changes are not announced (a notification lost or late on the wire).
     notify_accounts: bool,
+    /// Delay before a new WebSocket connection is upgraded (a slow handshake).
+    ws_accept_delay: Option<Duration>,
 }
 
 impl State {
@@ -448,6 +450,7 @@ impl SolanaFake {
                 failing: HashMap::new(),
                 delays: HashMap::new(),
                 notify_accounts: true,
+                ws_accept_delay: None,
             }),
             shutdown: AtomicBool::new(false),
         });
@@ -670,6 +673,10 @@ impl SolanaFake {
     pub fn drop_websockets(&self) -> usize {
         self.lock().kill_sockets()
     }
+    /// Delays the upgrade of every new WebSocket connection by `d` (a slow handshake; None = at once).
+    pub fn set_ws_accept_delay(&self, d: Option<Duration>) {
+        self.lock().ws_accept_delay = d;
+    }
     /// While set, new WebSocket upgrades are refused (503) and closed.
     pub fn set_ws_refuse(&self, refuse: bool) {
         self.lock().ws_refuse = refuse;
@@ -691,6 +698,15 @@ impl SolanaFake {
             .calls
             .iter()
             .filter(|c| c.method == method && c.first() == first)
+            .count()
+    }
+    /// Calls of `method` with exactly these params (tell a client's call from a router's own probe, which
+    /// sends other params).
+    pub fn count_params(&self, method: &str, params: &Value) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method && c.params == *params)
             .count()
     }
     /// Calls of `method` whose params mention `needle` anywhere (e.g. a key inside getMultipleAccounts).
@@ -1073,9 +1089,15 @@ fn ws_accept(listener: TcpListener, inner: Arc<Inner>) {
             return;
         }
         let Ok(stream) = stream else { continue };
-        let refuse = inner.lock().ws_refuse;
+        let (refuse, delay) = {
+            let g = inner.lock();
+            (g.ws_refuse, g.ws_accept_delay)
+        };
         let inner = inner.clone();
         thread::spawn(move || {
+            if let Some(d) = delay {
+                thread::sleep(d);
+            }
             if refuse {
                 let mut stream = stream;
                 let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
