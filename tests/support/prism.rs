@@ -39,14 +39,28 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A cheap pseudo-random u16 (no extra dependency): the clock's nanoseconds, mixed.
+fn fastrand_u16() -> u16 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (n ^ (n >> 16)).wrapping_mul(2_654_435_761) as u16
+}
+
 /// A loopback port P such that P and P+1 were both free a moment ago and neither was handed out before in
 /// this process (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+///
+/// The pair is drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 or
+/// any outgoing connection can take P+1 between this check and Prism's bind.
 pub fn free_port_pair() -> u16 {
     static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     loop {
-        let a = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = a.local_addr().unwrap().port();
-        if port == u16::MAX || TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
+        let port = 20_000 + (std::process::id() as u16 % 97) * 120 + fastrand_u16() % 120;
+        let Ok(_a) = TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
             continue;
         }
         let mut used = USED.lock().unwrap();
