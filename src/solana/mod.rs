@@ -12,6 +12,7 @@
 //! Each shard keeps its own table and its own base-layer WebSocket: nothing on the routing path is shared
 //! but the lock-free memories in `net`.
 
+pub mod base58;
 pub mod memo;
 pub mod net;
 pub mod pubkey;
