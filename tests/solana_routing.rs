@@ -808,6 +808,62 @@ fn block_height_and_epoch_info_follow_the_callers_latest_blockhash() {
     assert_eq!(call("er-client", "getEpochInfo", json!([]))["blockHeight"], json!(er_h));
 }
 
+#[test]
+fn block_height_follows_the_blockhash_of_each_api_key() {
+    let keys = "[[keys]]\nname = \"er-app\"\nkey = \"er-app-4f2a9c\"\n\n[[keys]]\nname = \"base-app\"\nkey = \"base-app-8b1d3e\"\n";
+    let m = Magic::start_with(false, |b| b.extra_toml(keys));
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let (base_h, er_h) = (m.base.block_height(), m.er1.block_height());
+    let at = |key: &str, method: &str, params: Value| -> Value {
+        let v = m.call_at(&format!("/solana/{key}"), method, params);
+        assert!(v.get("result").is_some(), "{method} with key {key}: {v}");
+        v["result"].clone()
+    };
+    at("er-app-4f2a9c", "getBlockhashForAccounts", json!([[alice]]));
+    at("base-app-8b1d3e", "getLatestBlockhash", json!([]));
+    assert_eq!(
+        at("er-app-4f2a9c", "getBlockHeight", json!([])),
+        json!(er_h),
+        "key with an ER blockhash"
+    );
+    assert_eq!(
+        at("base-app-8b1d3e", "getBlockHeight", json!([])),
+        json!(base_h),
+        "key with a base blockhash"
+    );
+    assert_eq!(
+        at("er-app-4f2a9c", "getEpochInfo", json!([]))["blockHeight"],
+        json!(er_h)
+    );
+    assert_eq!(
+        at("base-app-8b1d3e", "getEpochInfo", json!([]))["blockHeight"],
+        json!(base_h)
+    );
+}
+
+#[test]
+fn with_two_shards_every_connection_sees_the_callers_blockhash_origin_and_signatures() {
+    // Each call below goes on a new connection, so SO_REUSEPORT spreads them over both shards; what one
+    // shard learned (blockhash origin, where a signature went) must hold on the other.
+    let m = Magic::start_with(false, |b| b.shards(2));
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let er_h = m.er1.block_height();
+    m.result("getBlockhashForAccounts", json!([[alice]]));
+    for i in 0..20 {
+        assert_eq!(
+            m.result("getBlockHeight", json!([])),
+            json!(er_h),
+            "call {i}: a connection on another shard lost the caller's ER blockhash"
+        );
+    }
+    let sig = tx_str("write_alice_er", "signature");
+    assert_eq!(send(&m, "write_alice_er", false)["result"], json!(sig));
+    for i in 0..20 {
+        let st = m.result("getSignatureStatuses", json!([[sig]]));
+        assert_eq!(st["value"][0]["slot"], json!(m.er1.slot()), "call {i}: {st}");
+    }
+}
+
 // ---- compat, unsupported, base-only ----------------------------------------------------------------------
 
 #[test]

@@ -542,7 +542,7 @@ impl SolanaFake {
         let original = g
             .accounts
             .remove(&pda)
-            .and_then(|r| r.data.get(40..72).map(|o| b58(o)))
+            .and_then(|r| r.data.get(40..72).map(b58))
             .unwrap_or_else(|| SYSTEM_PROGRAM.to_string());
         g.account_closed(&pda);
         if let Some(acc) = g.accounts.get_mut(account) {
