@@ -242,6 +242,25 @@ async fn shard_main(
             }
         }
     }
+    let has_solana = config.networks.iter().any(|n| n.kind == NetworkKind::SolanaMagic);
+    if let Some(addr) = config.server.ws_listen_addr(has_solana) {
+        match TcpListener::bind(addr) {
+            Ok(second) => {
+                if id == 0 {
+                    tracing::info!(%addr, "also serving on server.ws_listen (web3.js derives WebSockets as port + 1)");
+                }
+                let shard = shard.clone();
+                crate::runtime::spawn(async move { serve_edge(second, shard).await });
+            }
+            Err(e) => {
+                let _ = ready.send(Err(AppError::Bind {
+                    addr,
+                    error: format!("{e} (server.ws_listen; set it to \"off\" or another address)"),
+                }));
+                return;
+            }
+        }
+    }
     tracing::debug!(shard = id, "listening");
     let _ = ready.send(Ok(()));
     drop(ready);

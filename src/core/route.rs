@@ -54,7 +54,7 @@ pub struct NetworkRoute {
     pub ws_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout_ms: u64,
     pub shutdown: Shutdown,
-    /// A Solana network: probed with `getSlot`, and its slots are not one chain's heads (the base layer and
+    /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
     /// each ER run their own clocks), so they feed no drift.
     pub solana: bool,
 }

@@ -684,7 +684,7 @@ fn caller_hash(caller: &Caller) -> u64 {
 }
 
 /// The chain that issued the caller's latest blockhash (the base layer if none).
-fn caller_chain(sol: &SolanaRoute, caller: &Caller) -> Dest {
+pub fn caller_chain(sol: &SolanaRoute, caller: &Caller) -> Dest {
     sol.net
         .callers
         .get(&caller_hash(caller))

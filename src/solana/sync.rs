@@ -48,6 +48,8 @@ pub struct BaseLink {
     next_id: Cell<u64>,
     started: Cell<bool>,
     pub connected: Cell<bool>,
+    /// No base-layer provider has a WebSocket: nothing will ever confirm a subscription.
+    pub unavailable: Cell<bool>,
     /// How many times the link was lost.
     pub drops: Cell<u64>,
 }
@@ -183,7 +185,7 @@ impl SolanaRoute {
     pub async fn watch_confirmed(self: &Rc<Self>, account: Pubkey, deadline: Instant) {
         let entry = self.watch(account);
         let deadline = deadline.min(Instant::now() + Duration::from_secs(2));
-        while entry.sub.get().is_none() && self.link.connected.get() && Instant::now() < deadline {
+        while entry.sub.get().is_none() && !self.link.unavailable.get() && Instant::now() < deadline {
             let listener = entry.changed.listen();
             if entry.sub.get().is_some() {
                 break;
@@ -221,6 +223,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
             .filter(|&i| s.route.ws_urls[i].is_some())
             .collect();
         if candidates.is_empty() {
+            s.link.unavailable.set(true);
             tracing::warn!(network = %s.net.name, "no base-layer provider has a ws_url: delegation status is read on every request");
             return;
         }

@@ -92,12 +92,12 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
         _ => return, // cooling down, or another shard holds the half-open probe
     };
     let started = Instant::now();
-    let result = call(route, i, id, if route.solana { "getSlot" } else { "eth_blockNumber" }).await;
+    let result = call(route, i, id, if route.solana { "getHealth" } else { "eth_blockNumber" }).await;
     let latency_us = started.elapsed().as_micros() as u64;
     if route.solana {
-        // A slot is a plain number; any other answer is not a working node.
+        // `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
         let class = match &result {
-            Ok(v) if std::str::from_utf8(v).is_ok_and(|t| t.trim().parse::<u64>().is_ok()) => Class::Success,
+            Ok(v) if v.as_slice() == b"\"ok\"" => Class::Success,
             Ok(_) => Class::ProviderFailure,
             Err(class) => *class,
         };
