@@ -97,6 +97,16 @@ fn undelegated_account_reads_the_base_layer_after_fetching_its_record_confirmed_
         "no base-layer accountSubscribe on alice's record; live: {:?}",
         m.base.account_sub_list()
     );
+    // While the subscription keeps it fresh, reads do not refetch the record.
+    let fetched = m.base.count_for("getAccountInfo", &record);
+    for _ in 0..10 {
+        assert_eq!(lamports(&m, &alice), ON_BASE);
+    }
+    assert_eq!(
+        m.base.count_for("getAccountInfo", &record),
+        fetched,
+        "the record was refetched although its subscription is live"
+    );
     for s in m.base.account_sub_list() {
         if let SubKind::Account { pubkey, commitment, .. } = s {
             if pubkey == record {
@@ -226,6 +236,12 @@ fn a_failed_record_fetch_is_never_taken_as_undelegated() {
         0,
         "routed to the base layer on a guess while the status was unknown"
     );
+    // An account that is in fact undelegated is not served on a guess either while its record is unreadable.
+    let bob = seed(&m, "bob");
+    let v = m.call("getBalance", json!([bob]));
+    assert_eq!(v["error"]["code"], -32603, "bob's status is unknown: {v}");
+    assert!(msg(&v["error"]).contains("delegation"), "{v}");
+    assert_eq!(m.base.count_for("getBalance", &bob), 0, "bob routed to base on a guess");
     m.base.fail_method("getAccountInfo", None);
     assert!(
         wait_until(WAIT, || m.call("getBalance", json!([alice]))["result"]["value"]
@@ -601,6 +617,28 @@ fn simulate_transaction_routes_like_send_and_answers_exactly_what_the_upstream_s
     assert_eq!(v["error"], err, "{v}");
     assert_eq!(m.er1.count("sendTransaction"), 1, "sent once");
     assert_eq!(m.base.count("sendTransaction"), 0, "never retried elsewhere");
+}
+
+#[test]
+fn a_transaction_whose_er_fails_is_sent_once_and_never_elsewhere() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    m.er1.fail_http("sendTransaction", Some(503));
+    let v = send(&m, "write_alice_er", true);
+    assert!(
+        v.get("error").is_some(),
+        "an ER that answered 503 cannot have accepted it: {v}"
+    );
+    assert_eq!(
+        m.er1.count("sendTransaction"),
+        1,
+        "a transaction submission is sent exactly once"
+    );
+    assert_eq!(
+        m.base.count("sendTransaction"),
+        0,
+        "a delegated write never falls back to base"
+    );
 }
 
 // ---- race repair -------------------------------------------------------------------------------------------

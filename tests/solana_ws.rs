@@ -52,10 +52,19 @@ fn account_note(c: &mut SolWs, sub: u64, lamports: u64, what: &str) -> Value {
 #[test]
 fn websocket_is_served_on_the_listen_port_and_on_port_plus_one() {
     let m = Magic::start();
+    let alice = seed(&m, "alice");
+    m.base.delegate(&alice, &pk("er1_identity"));
     for addr in [m.prism.addr(), plus_one(&m)] {
         let mut c = SolWs::connect(addr, "/");
         let v = c.call("getSlot", json!([]));
         assert_eq!(v["result"], json!(m.base.slot()), "getSlot over WS on {addr}: {v}");
+        // Plain calls over the socket follow the same routing as over HTTP.
+        let v = c.call("getAccountInfo", json!([alice, {"encoding": "base64"}]));
+        assert_eq!(
+            v["result"]["value"]["lamports"],
+            json!(ON_ER1),
+            "delegated alice over WS on {addr}: {v}"
+        );
         let sub = c.subscribe("slotSubscribe", json!([]));
         assert!(
             wait_until(WAIT, || m.base.slot_subs() >= 1),
