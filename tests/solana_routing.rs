@@ -97,15 +97,16 @@ fn undelegated_account_reads_the_base_layer_after_fetching_its_record_confirmed_
         "no base-layer accountSubscribe on alice's record; live: {:?}",
         m.base.account_sub_list()
     );
-    // While the subscription keeps it fresh, reads do not refetch the record.
+    // While the subscription keeps it fresh, reads do not refetch the record (one refetch right after the
+    // subscription is confirmed closes the gap between the first read and the subscription; allowed).
     let fetched = m.base.count_for("getAccountInfo", &record);
     for _ in 0..10 {
         assert_eq!(lamports(&m, &alice), ON_BASE);
     }
-    assert_eq!(
-        m.base.count_for("getAccountInfo", &record),
-        fetched,
-        "the record was refetched although its subscription is live"
+    let refetched = m.base.count_for("getAccountInfo", &record) - fetched;
+    assert!(
+        refetched <= 1,
+        "the record was refetched {refetched} times over 10 reads although its subscription is live"
     );
     for s in m.base.account_sub_list() {
         if let SubKind::Account { pubkey, commitment, .. } = s {

@@ -28,28 +28,36 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_prism");
 
+/// Every port [`free_port`] and [`free_port_pair`] handed out in this process.
+static USED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
 /// A loopback port that was free a moment ago and was never handed out before in this process.
 pub fn free_port() -> u16 {
-    static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     loop {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if USED.lock().unwrap().insert(port) {
+        if USED_PORTS.lock().unwrap().insert(port) {
             return port;
         }
     }
 }
 
-/// A loopback port P such that P and P+1 were both free a moment ago and neither was handed out before in
-/// this process (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+/// A loopback port P such that P and P+1 are both free now and neither was handed out before in this process
+/// (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+///
+/// Both are checked with a plain bind, without SO_REUSEADDR (std's `TcpListener::bind` sets it): a port
+/// still held by a closed client connection in TIME_WAIT passes std's check but not a SO_REUSEPORT-only
+/// listener such as Prism's, and P+1 is often a port the kernel hands to outgoing connections.
 pub fn free_port_pair() -> u16 {
-    static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    fn strictly_free(port: u16) -> bool {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into()).is_ok()
+    }
     loop {
-        let a = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = a.local_addr().unwrap().port();
-        if port == u16::MAX || TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if port == u16::MAX || !strictly_free(port) || !strictly_free(port + 1) {
             continue;
         }
-        let mut used = USED.lock().unwrap();
+        let mut used = USED_PORTS.lock().unwrap();
         if !used.contains(&port) && !used.contains(&(port + 1)) {
             used.insert(port);
             used.insert(port + 1);
