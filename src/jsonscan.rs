@@ -139,28 +139,6 @@ pub fn hex_quantity(raw: &[u8]) -> Option<u64> {
     u64::from_str_radix(digits, 16).ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn elements_fields_and_quantities() {
-        let params = br#" [ {"to":"0x1","data":"0x]"} , "latest" ,[1,2]] "#;
-        assert_eq!(nth_element(params, 0), Some(&br#"{"to":"0x1","data":"0x]"}"#[..]));
-        assert_eq!(nth_element(params, 1), Some(&br#""latest""#[..]));
-        assert_eq!(nth_element(params, 2), Some(&b"[1,2]"[..]));
-        assert_eq!(nth_element(params, 3), None);
-        assert_eq!(nth_element(b"[]", 0), None);
-        let block = br#"{"hash":"0xab","number" : "0x10","x":{"number":"0x99"}}"#;
-        assert_eq!(object_field(block, "number"), Some(&br#""0x10""#[..]));
-        assert_eq!(object_field(block, "missing"), None);
-        assert_eq!(hex_quantity(br#""0x10""#), Some(16));
-        assert_eq!(hex_quantity(br#""10""#), None);
-        assert_eq!(hex_quantity(b"16"), None);
-        assert_eq!(plain_str(br#""a\"b""#), None);
-    }
-}
-
 /// Every element of a JSON array (raw bytes); `None` if `array` is not a well-formed array.
 pub fn elements(array: &[u8]) -> Option<Vec<&[u8]>> {
     let mut p = skip_ws(array, 0);
@@ -181,5 +159,27 @@ pub fn elements(array: &[u8]) -> Option<Vec<&[u8]>> {
             Some(b']') => return Some(out),
             _ => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elements_fields_and_quantities() {
+        let params = br#" [ {"to":"0x1","data":"0x]"} , "latest" ,[1,2]] "#;
+        assert_eq!(nth_element(params, 0), Some(&br#"{"to":"0x1","data":"0x]"}"#[..]));
+        assert_eq!(nth_element(params, 1), Some(&br#""latest""#[..]));
+        assert_eq!(nth_element(params, 2), Some(&b"[1,2]"[..]));
+        assert_eq!(nth_element(params, 3), None);
+        assert_eq!(nth_element(b"[]", 0), None);
+        let block = br#"{"hash":"0xab","number" : "0x10","x":{"number":"0x99"}}"#;
+        assert_eq!(object_field(block, "number"), Some(&br#""0x10""#[..]));
+        assert_eq!(object_field(block, "missing"), None);
+        assert_eq!(hex_quantity(br#""0x10""#), Some(16));
+        assert_eq!(hex_quantity(br#""10""#), None);
+        assert_eq!(hex_quantity(b"16"), None);
+        assert_eq!(plain_str(br#""a\"b""#), None);
     }
 }

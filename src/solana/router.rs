@@ -282,6 +282,7 @@ fn bad_part(sol: &SolanaRoute, dest: Dest) -> CallOutcome {
 }
 
 /// Sends each group its part and merges the values back in request order. Any part's error is the answer.
+#[allow(clippy::too_many_arguments)]
 async fn split_and_merge(
     sol: &Rc<SolanaRoute>,
     method: &str,
