@@ -1053,3 +1053,153 @@ fn a_batch_mixing_every_kind_of_call_answers_each_by_its_rule() {
     assert_eq!(by_id(7)["error"]["code"], -32602);
     assert!(m.er1.knows_signature(&tx_str("write_alice_er", "signature")));
 }
+
+// ---- edges worth pinning down -----------------------------------------------------------------------------
+
+#[test]
+fn get_multiple_accounts_keeps_duplicates_and_params_without_a_config() {
+    let m = Magic::start();
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let bob = seed(&m, "bob");
+    let v = m.result("getMultipleAccounts", json!([[alice, bob, alice, bob, bob]]));
+    let lam: Vec<Value> = v["value"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|a| a["lamports"].clone())
+        .collect();
+    assert_eq!(
+        lam,
+        vec![
+            json!(ON_ER1),
+            json!(ON_BASE),
+            json!(ON_ER1),
+            json!(ON_BASE),
+            json!(ON_BASE)
+        ],
+        "duplicate keys each get their own answer in place: {v}"
+    );
+    // No config object: the legacy default encoding (a bare base58 string) comes back from both sides.
+    assert!(v["value"][0]["data"].is_string(), "{v}");
+    assert!(v["value"][1]["data"].is_string(), "{v}");
+    let v = m.result("getAccountInfo", json!([alice]));
+    assert_eq!(
+        v["value"]["lamports"],
+        json!(ON_ER1),
+        "getAccountInfo without a config: {v}"
+    );
+}
+
+#[test]
+fn a_transaction_is_forwarded_with_the_clients_params_unchanged() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    let params = json!([
+        tx_str("write_alice_er", "base64"),
+        {"encoding": "base64", "skipPreflight": true, "preflightCommitment": "processed", "maxRetries": 0}
+    ]);
+    let v = m.call("sendTransaction", params.clone());
+    assert_eq!(v["result"], json!(tx_str("write_alice_er", "signature")), "{v}");
+    assert_eq!(
+        m.er1.params_of("sendTransaction"),
+        vec![params],
+        "the ER must see the client's params"
+    );
+}
+
+#[test]
+fn a_transaction_writing_one_delegated_and_one_undelegated_account_goes_to_the_er() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    seed(&m, "bob");
+    let v = send(&m, "write_alice_bob", false);
+    assert_eq!(v["result"], json!(tx_str("write_alice_bob", "signature")), "{v}");
+    assert!(m.er1.knows_signature(&tx_str("write_alice_bob", "signature")));
+    assert_eq!(m.base.count("sendTransaction"), 0);
+}
+
+#[test]
+fn the_largest_legal_transaction_is_not_refused() {
+    let m = Magic::start();
+    seed(&m, "alice");
+    let t = tx("max_size");
+    assert_eq!(t["raw_len"], json!(1232));
+    assert_eq!(t["base64"].as_str().unwrap().len(), 1644);
+    for (params, enc) in [
+        (json!([tx_str("max_size", "base58")]), "base58"),
+        (json!([tx_str("max_size", "base64"), {"encoding": "base64"}]), "base64"),
+    ] {
+        for method in ["simulateTransaction", "sendTransaction"] {
+            let v = m.call(method, params.clone());
+            assert!(
+                v.get("result").is_some(),
+                "{method} of a 1232-byte transaction ({enc}) refused: {v}"
+            );
+        }
+    }
+    assert_eq!(m.base.count("sendTransaction"), 2);
+}
+
+#[test]
+fn signature_statuses_for_signatures_sent_to_different_sides_are_merged() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    let to_base = tx_str("read_alice", "signature");
+    let to_er = tx_str("write_alice_er", "signature");
+    assert_eq!(send(&m, "read_alice", false)["result"], json!(to_base));
+    assert_eq!(send(&m, "write_alice_er", false)["result"], json!(to_er));
+    assert!(m.base.knows_signature(&to_base) && m.er1.knows_signature(&to_er));
+    let unknown = tx_str("write_alice_bob", "signature");
+    for order in [vec![&to_base, &to_er, &unknown], vec![&to_er, &unknown, &to_base]] {
+        let st = m.result("getSignatureStatuses", json!([order]));
+        let vals = st["value"].as_array().unwrap_or_else(|| panic!("{st}"));
+        assert_eq!(vals.len(), 3, "{st}");
+        for (sig, val) in order.iter().zip(vals) {
+            let want = if **sig == to_base {
+                json!(m.base.slot())
+            } else if **sig == to_er {
+                json!(m.er1.slot())
+            } else {
+                Value::Null
+            };
+            let got = if val.is_null() {
+                Value::Null
+            } else {
+                val["slot"].clone()
+            };
+            assert_eq!(got, want, "status of {sig} in {order:?}: {st}");
+        }
+    }
+}
+
+#[test]
+fn delegation_status_of_a_default_authority_and_routes_of_two_ers() {
+    let m = Magic::two_ers();
+    let bob = delegated(&m, "bob", DEFAULT_PUBKEY);
+    let v = m.result("getDelegationStatus", json!([bob]));
+    assert_eq!(v["isDelegated"], json!(true), "{v}");
+    assert_eq!(
+        v["fqdn"].as_str().map(|s| s.trim_end_matches('/')),
+        Some(m.er1.url().as_str()),
+        "a default-authority record is served by default_er: {v}"
+    );
+    let routes = m.result("getRoutes", json!([]));
+    let mut got: Vec<(Value, Option<String>)> = routes
+        .as_array()
+        .unwrap_or_else(|| panic!("{routes}"))
+        .iter()
+        .map(|r| {
+            (
+                r["identity"].clone(),
+                r["fqdn"].as_str().map(|s| s.trim_end_matches('/').to_string()),
+            )
+        })
+        .collect();
+    got.sort_by_key(|(i, _)| i.to_string());
+    let mut want = vec![
+        (json!(pk("er1_identity")), Some(m.er1.url())),
+        (json!(pk("er2_identity")), Some(m.er2().url())),
+    ];
+    want.sort_by_key(|(i, _)| i.to_string());
+    assert_eq!(got, want, "{routes}");
+}
