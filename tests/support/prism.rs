@@ -41,20 +41,36 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A cheap pseudo-random u16 (no extra dependency): the clock's nanoseconds, mixed.
+fn fastrand_u16() -> u16 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (n ^ (n >> 16)).wrapping_mul(2_654_435_761) as u16
+}
+
 /// A loopback port P such that P and P+1 are both free now and neither was handed out before in this process
 /// (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
 ///
-/// Both are checked with a plain bind, without SO_REUSEADDR (std's `TcpListener::bind` sets it): a port
-/// still held by a closed client connection in TIME_WAIT passes std's check but not a SO_REUSEPORT-only
-/// listener such as Prism's, and P+1 is often a port the kernel hands to outgoing connections.
+/// The pair is drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 or
+/// any outgoing connection can take P+1 between this check and Prism's bind. Both are checked with a plain
+/// bind, without SO_REUSEADDR (std's `TcpListener::bind` sets it): a port still held by a closed connection
+/// in TIME_WAIT passes std's check but not a SO_REUSEPORT-only listener such as Prism's.
 pub fn free_port_pair() -> u16 {
     fn strictly_free(port: u16) -> bool {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         s.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into()).is_ok()
     }
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if port == u16::MAX || !strictly_free(port) || !strictly_free(port + 1) {
+    for attempt in 0u32.. {
+        // This process's own slice of the range first (test binaries running side by side rarely meet);
+        // the whole 10 000..32 000 once the slice is crowded (a binary with many Solana tests).
+        let port = if attempt < 200 {
+            20_000 + (std::process::id() as u16 % 97) * 120 + fastrand_u16() % 120
+        } else {
+            10_000 + fastrand_u16() % 22_000
+        };
+        if !strictly_free(port) || !strictly_free(port + 1) {
             continue;
         }
         let mut used = USED_PORTS.lock().unwrap();
@@ -64,6 +80,7 @@ pub fn free_port_pair() -> u16 {
             return port;
         }
     }
+    unreachable!()
 }
 
 /// A fresh directory under cargo's target tmp dir, named after the running test.
