@@ -1203,3 +1203,31 @@ fn delegation_status_of_a_default_authority_and_routes_of_two_ers() {
     want.sort_by_key(|(i, _)| i.to_string());
     assert_eq!(got, want, "{routes}");
 }
+
+#[test]
+fn get_multiple_accounts_of_100_keys_alternating_sides_merges_in_order() {
+    let m = Magic::start();
+    let keys: Vec<String> = (1..=100u8)
+        .map(|i| {
+            let mut b = [0u8; 32];
+            b[0] = i;
+            b[31] = 0x5a;
+            b58(&b)
+        })
+        .collect();
+    for (i, k) in keys.iter().enumerate() {
+        m.base.set_lamports(k, 10_000 + i as u64);
+        m.er1
+            .set_account(k, Account::new(20_000 + i as u64, &pk("program"), &[]));
+        if i % 3 == 0 {
+            m.base.delegate(k, &pk("er1_identity"));
+        }
+    }
+    let v = m.result("getMultipleAccounts", json!([keys, {"encoding": "base64"}]));
+    let vals = v["value"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(vals.len(), 100);
+    for (i, a) in vals.iter().enumerate() {
+        let want = if i % 3 == 0 { 20_000 } else { 10_000 } + i as u64;
+        assert_eq!(a["lamports"], json!(want), "key {i} ({})", keys[i]);
+    }
+}

@@ -336,3 +336,83 @@ fn a_limbo_account_whose_record_cannot_be_read_is_not_routed_on_a_guess() {
         "limbo account routed to base on a guess"
     );
 }
+
+#[test]
+fn two_clients_on_one_account_keep_their_own_subscriptions_and_encodings() {
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    let mut c1 = ws(&m);
+    let mut c2 = SolWs::connect(plus_one(&m), "/");
+    let s1 = c1.subscribe(
+        "accountSubscribe",
+        json!([alice, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    let s2 = c2.subscribe(
+        "accountSubscribe",
+        json!([alice, {"encoding": "base58", "commitment": "confirmed"}]),
+    );
+    // Each client's own upstream subscription (their encodings differ) is live before the change.
+    let has = |enc: &str| {
+        m.base.account_sub_list().iter().any(|s| {
+            matches!(s, SubKind::Account { pubkey, encoding, .. } if *pubkey == alice && encoding.as_deref() == Some(enc))
+        })
+    };
+    assert!(
+        wait_until(WAIT, || has("base64") && has("base58")),
+        "both clients' subscriptions on base: {:?}",
+        m.base.account_sub_list()
+    );
+    m.base
+        .set_account(&alice, Account::new(ON_BASE + 1, SYSTEM_PROGRAM, b"abc"));
+    let n1 = account_note(&mut c1, s1, ON_BASE + 1, "client 1");
+    let n2 = account_note(&mut c2, s2, ON_BASE + 1, "client 2");
+    assert_eq!(
+        n1["result"]["value"]["data"],
+        json!(["YWJj", "base64"]),
+        "client 1 asked base64: {n1}"
+    );
+    assert_eq!(
+        n2["result"]["value"]["data"],
+        json!([b58(b"abc"), "base58"]),
+        "client 2 asked base58: {n2}"
+    );
+    // Client 1 leaves; client 2 keeps hearing, on base and after the move to the ER.
+    assert_eq!(c1.call("accountUnsubscribe", json!([s1]))["result"], json!(true));
+    m.base.set_lamports(&alice, ON_BASE + 2);
+    account_note(&mut c2, s2, ON_BASE + 2, "client 2 after client 1 left");
+    m.base.delegate(&alice, &pk("er1_identity"));
+    assert!(wait_until(WAIT, || m.er1.account_subs(&alice) >= 1), "moved to the ER");
+    m.er1
+        .set_account(&alice, Account::new(ON_ER1 + 3, &pk("program"), b"xyz"));
+    let n = account_note(&mut c2, s2, ON_ER1 + 3, "client 2 after the move");
+    assert_eq!(n["result"]["value"]["data"], json!([b58(b"xyz"), "base58"]), "{n}");
+    assert!(
+        c1.notification("accountNotification", Duration::from_millis(300))
+            .is_none(),
+        "client 1 unsubscribed but still hears"
+    );
+}
+
+/// Not in the written contract, but what a real node guarantees and clients rely on (subscribe, then act,
+/// then wait for the notification): once the subscription id comes back, changes are delivered. A slow
+/// upstream handshake makes the gap deterministic.
+#[test]
+#[ignore = "router answers accountSubscribe before its upstream subscription is live (first change missed); \
+            reported to the lead: un-ignore once the reply waits for the upstream confirmation"]
+fn a_change_right_after_the_subscription_id_comes_back_is_delivered() {
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    m.base.set_ws_accept_delay(Some(Duration::from_millis(300)));
+    let mut c = ws(&m);
+    let sub = c.subscribe(
+        "accountSubscribe",
+        json!([alice, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    m.base.set_lamports(&alice, ON_BASE + 9);
+    account_note(
+        &mut c,
+        sub,
+        ON_BASE + 9,
+        "the first change after the subscription id came back",
+    );
+}
