@@ -80,6 +80,11 @@ fn websocket_is_served_on_the_listen_port_and_on_port_plus_one() {
         let r = c.call("slotUnsubscribe", json!([sub]));
         assert_eq!(r["result"], json!(true), "{r}");
         c.close();
+        // Released upstream, so the next round's wait proves its own subscription.
+        assert!(
+            wait_until(WAIT, || m.base.slot_subs() == 0),
+            "slot subscription kept upstream after the client unsubscribed"
+        );
     }
 }
 
