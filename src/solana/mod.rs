@@ -12,6 +12,7 @@
 //! Each shard keeps its own table and its own base-layer WebSocket: nothing on the routing path is shared
 //! but the lock-free memories in `net`.
 
+pub mod base58;
 pub mod memo;
 pub mod net;
 pub mod pubkey;
@@ -53,7 +54,7 @@ impl SolanaRoute {
             table: Default::default(),
             link: Default::default(),
             lookup_tables: RefCell::new(AHashMap::new()),
-            ids: Cell::new(1 << 62),
+            ids: Cell::new(1 << 52), // < 2^53: exact in JavaScript nodes
         })
     }
 }

@@ -45,7 +45,7 @@ pub fn decode_payload(text: &[u8], encoding: Encoding) -> Result<Vec<u8>, TxErro
         });
     }
     let wire = match encoding {
-        Encoding::Base58 => bs58::decode(text).into_vec().map_err(|_| TxError::Encoding("base58"))?,
+        Encoding::Base58 => super::base58::decode(text).ok_or(TxError::Encoding("base58"))?,
         Encoding::Base64 => base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|_| TxError::Encoding("base64"))?,

@@ -20,7 +20,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shutdown: &Shutdown) {
-    let mut id: u64 = 1 << 60; // far from request ids
+    let mut id: u64 = 1 << 50; // far from request ids, and exact as a JavaScript number (< 2^53)
     while !shutdown.is_triggered() {
         let started = Instant::now();
         if route.live.chain_id.is_some() && route.live.providers[i].chain() != ChainCheck::Ok {
