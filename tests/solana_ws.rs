@@ -402,8 +402,6 @@ fn two_clients_on_one_account_keep_their_own_subscriptions_and_encodings() {
 /// then wait for the notification): once the subscription id comes back, changes are delivered. A slow
 /// upstream handshake makes the gap deterministic.
 #[test]
-#[ignore = "router answers accountSubscribe before its upstream subscription is live (first change missed); \
-            reported to the lead: un-ignore once the reply waits for the upstream confirmation"]
 fn a_change_right_after_the_subscription_id_comes_back_is_delivered() {
     let m = Magic::start();
     let alice = seed(&m, "alice");

@@ -4,9 +4,10 @@
 # Idempotent, quiet when already installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# Pinned: the versions the tests were written against.
 if ! python3 -c 'import solana, solders' >/dev/null 2>&1; then
-  python3 -m pip install -q solana solders 2>/dev/null \
-    || python3 -m pip install -q --break-system-packages solana solders
+  python3 -m pip install -q solana==0.41.0 solders==0.29.0 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages solana==0.41.0 solders==0.29.0
   python3 -c 'import solana, solders' >/dev/null
 fi
 if [ ! -d tests/solana/web3/node_modules/@solana/web3.js ]; then
