@@ -5,6 +5,10 @@
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
 //! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
+//! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
+//!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
+//! - [`relay`]: a real EVM dev node (ganache, once per test binary) and fault-injecting relays in front of it
+//!   that count every write they forward.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
 #![allow(dead_code, unused_imports)]
 
@@ -13,6 +17,7 @@ pub mod http;
 pub mod json;
 pub mod prism;
 pub mod relay;
+pub mod solana_fake;
 pub mod tls;
 pub mod tools;
 

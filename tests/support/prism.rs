@@ -28,15 +28,59 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_prism");
 
+/// Every port [`free_port`] and [`free_port_pair`] handed out in this process.
+static USED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
 /// A loopback port that was free a moment ago and was never handed out before in this process.
 pub fn free_port() -> u16 {
-    static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     loop {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if USED.lock().unwrap().insert(port) {
+        if USED_PORTS.lock().unwrap().insert(port) {
             return port;
         }
     }
+}
+
+/// A cheap pseudo-random u16 (no extra dependency): the clock's nanoseconds, mixed.
+fn fastrand_u16() -> u16 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (n ^ (n >> 16)).wrapping_mul(2_654_435_761) as u16
+}
+
+/// A loopback port P such that P and P+1 are both free now and neither was handed out before in this process
+/// (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+///
+/// The pair is drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 or
+/// any outgoing connection can take P+1 between this check and Prism's bind. Both are checked with a plain
+/// bind, without SO_REUSEADDR (std's `TcpListener::bind` sets it): a port still held by a closed connection
+/// in TIME_WAIT passes std's check but not a SO_REUSEPORT-only listener such as Prism's.
+pub fn free_port_pair() -> u16 {
+    fn strictly_free(port: u16) -> bool {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into()).is_ok()
+    }
+    for attempt in 0u32.. {
+        // This process's own slice of the range first (test binaries running side by side rarely meet);
+        // the whole 10 000..32 000 once the slice is crowded (a binary with many Solana tests).
+        let port = if attempt < 200 {
+            20_000 + (std::process::id() as u16 % 97) * 120 + fastrand_u16() % 120
+        } else {
+            10_000 + fastrand_u16() % 22_000
+        };
+        if !strictly_free(port) || !strictly_free(port + 1) {
+            continue;
+        }
+        let mut used = USED_PORTS.lock().unwrap();
+        if !used.contains(&port) && !used.contains(&(port + 1)) {
+            used.insert(port);
+            used.insert(port + 1);
+            return port;
+        }
+    }
+    unreachable!()
 }
 
 /// A fresh directory under cargo's target tmp dir, named after the running test.
@@ -114,6 +158,8 @@ pub struct PrismBuilder {
     args: Vec<String>,
     /// The admin listener's address once chosen (by `start`, or `admin_port`).
     admin: Option<SocketAddr>,
+    /// Pick a listen port P with P+1 free too ([`PrismBuilder::listen_pair`]).
+    pair: bool,
 }
 
 impl PrismBuilder {
@@ -130,7 +176,13 @@ impl PrismBuilder {
             env: Vec::new(),
             args: Vec::new(),
             admin: None,
+            pair: false,
         }
+    }
+    /// Listens on a port P whose neighbour P+1 is free as well (a Solana network's WebSocket listener).
+    pub fn listen_pair(mut self) -> Self {
+        self.pair = true;
+        self
     }
     pub fn shards(mut self, n: u32) -> Self {
         self.shards = n;
@@ -261,7 +313,7 @@ impl PrismBuilder {
     /// Writes the config, spawns `prism serve`, waits until the listen port (and the admin port) accept
     /// connections.
     pub fn start(mut self) -> Prism {
-        let port = free_port();
+        let port = if self.pair { free_port_pair() } else { free_port() };
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         if self.admin.is_none() {
             self.admin = Some(([127, 0, 0, 1], free_port()).into());
