@@ -15,5 +15,7 @@ fi
 # web3.py 8 (the 7.x line pins websockets < 16, which other Python test tools on this machine need).
 if ! python3 -c 'import web3, sys; sys.exit(0 if int(web3.__version__.split(".")[0]) >= 8 else 1)' >/dev/null 2>&1; then
   echo "== pip install web3"
-  python3 -m pip install -q --disable-pip-version-check 'web3>=8,<9' 'websockets>=16' 2>&1 | grep -v -i 'running pip as the .root. user' || true
+  python3 -m pip install -q --disable-pip-version-check 'web3>=8,<9' 'websockets>=16' 2>/dev/null \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages 'web3>=8,<9' 'websockets>=16'
+  python3 -c 'import web3' >/dev/null
 fi
