@@ -18,7 +18,7 @@
 //! checks its heads only increase), a bound on the read error rate and on the time to recover (from the
 //! fault — or, for all-down, from the heal — to the last failed read).
 //!
-//! `CHAOS_FAULT_MS` (default 3000) sets how long each fault lasts; `PRISM_CHAOS_RESULTS=path` also writes the
+//! `CHAOS_FAULT_MS` (default 3000) sets how long each fault lasts, `CHAOS_SHARDS` (default 1) Prism's shards; `PRISM_CHAOS_RESULTS=path` also writes the
 //! table there as Markdown (`perf/chaos/run.sh` does both). Needs `scripts/deps/evm.sh`.
 
 mod support;
@@ -44,7 +44,12 @@ fn rig() -> Rig {
     let node = relay::node();
     let ledger = Ledger::new();
     let relays: Vec<Relay> = (1..=3).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
+    let shards = std::env::var("CHAOS_SHARDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let mut b = Prism::builder()
+        .shards(shards)
         .limit("request_deadline_ms", 3000)
         .limit("idle_timeout_ms", 30000)
         .limit("client_timeout_ms", 10000)
