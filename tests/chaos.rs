@@ -638,7 +638,6 @@ fn write_reset_after_forwarding_is_not_resent() {
 /// Known to fail: Prism protects `eth_blockNumber` but sends `eth_getBlockByNumber("latest")` to a provider by
 /// the head its last probe saw, and returns the older block (perf/chaos/README.md, finding 5).
 #[test]
-#[ignore = "known Prism bug: a latest block read goes backwards when a provider's head drops between probes"]
 fn latest_block_never_goes_backwards_when_a_provider_drops_behind() {
     let node = relay::node();
     let ledger = Ledger::new();
