@@ -159,10 +159,15 @@ impl EnvelopeParser {
             None => return Err(EnvelopeError::Parse("empty body".into())),
             Some(b'{') | Some(b'[') => {}
             Some(_) => {
+                // A lone number is valid JSON whatever its size (simd-json refuses 1e400).
+                let trimmed = trim_ws(body);
+                if number_len(trimmed) == Some(trimmed.len()) {
+                    return Err(EnvelopeError::NotARequest);
+                }
                 return Err(match simd_json::to_borrowed_value(&mut body.to_vec()) {
                     Ok(_) => EnvelopeError::NotARequest,
                     Err(e) => EnvelopeError::Parse(e.to_string()),
-                })
+                });
             }
         }
         // Numbers simd-json cannot represent (1e400) are valid JSON: mask them in the scratch copy and
@@ -186,11 +191,17 @@ impl EnvelopeParser {
                 }
                 .envelope(),
                 Err(e) => {
-                    let at = e.index().min(body.len());
+                    // simd-json may point inside the number: walk back to where its token starts.
+                    let mut at = e.index().min(body.len());
+                    while at > 0 && matches!(body[at - 1], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                        at -= 1;
+                    }
                     let retry = matches!(e.error(), simd_json::ErrorType::InvalidNumber)
                         && masked.len() < MAX_MASKED
                         && !masked.iter().any(|m| m.0 == at);
-                    match number_len(&body[at..]).filter(|_| retry) {
+                    // Only a whole, well-formed number is masked: what follows it must end the token.
+                    let whole = |len: &usize| body.get(at + len).is_none_or(|&b| ends_token(b));
+                    match number_len(&body[at..]).filter(|_| retry).filter(whole) {
                         Some(len) => {
                             masked.push((at, len));
                             self.tape = Some(tape.reset());
@@ -243,6 +254,24 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// Whether `b` may follow a scalar token: whitespace or a structural character.
+fn ends_token(b: u8) -> bool {
+    is_ws(b) || matches!(b, b',' | b']' | b'}' | b':')
+}
+
+fn trim_ws(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !is_ws(*c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !is_ws(*c)).map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+/// Whether a scalar token (number or literal) is exactly one well-formed JSON scalar. simd-json stops a
+/// number or literal at the first byte it does not expect (a NUL, or anything after a number it parses on
+/// its slow path) and does not always refuse what follows; Prism forwards original bytes, so it checks.
+fn scalar_ok(token: &[u8]) -> bool {
+    matches!(token, b"true" | b"false" | b"null") || number_len(token) == Some(token.len())
+}
+
 /// Walks the tape and the structural index side by side. Tape position `t` and structural position `s`
 /// always point at the same JSON value.
 struct Walker<'a, 't, 'i> {
@@ -282,10 +311,25 @@ impl<'a> Walker<'a, '_, '_> {
         }
     }
 
-    /// Depth over the structural index: only brackets outside strings appear there.
+    /// Depth over the structural index (only brackets outside strings appear there), and every scalar
+    /// token is whole: from its start to the next structural position there is one number or literal.
     fn check_depth(&self) -> Result<(), EnvelopeError> {
         let mut depth = 0usize;
-        for &i in self.idx {
+        for (n, &i) in self.idx.iter().enumerate() {
+            match self.body.get(i as usize) {
+                Some(b'"') | Some(b',') | Some(b':') => {}
+                Some(b'{') | Some(b'[') | Some(b'}') | Some(b']') => {}
+                Some(_) => {
+                    let end = self.idx.get(n + 1).map_or(self.body.len(), |&e| e as usize);
+                    let token = self.body.get(i as usize..end.max(i as usize)).unwrap_or(&[]);
+                    if !scalar_ok(trim_ws(token)) {
+                        return Err(EnvelopeError::Parse(format!(
+                            "invalid JSON value at byte {i}: not a number, true, false or null"
+                        )));
+                    }
+                }
+                None => {}
+            }
             match self.body.get(i as usize) {
                 Some(b'{') | Some(b'[') => {
                     depth += 1;

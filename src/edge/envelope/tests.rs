@@ -169,3 +169,32 @@ fn out_of_range_numbers_are_valid_json() {
     assert_eq!(number_len(b"-0.5e+3,"), Some(7));
     assert_eq!(number_len(b"1."), None);
 }
+
+/// Fuzzing findings (fuzz/RESULTS.md): valid JSON with huge exponents is served, and bytes simd-json skips
+/// after a scalar (a NUL, garbage after a long number, an invalid number hidden behind a masked one) are
+/// refused instead of forwarded.
+#[test]
+fn every_scalar_token_is_whole_and_long_exponents_are_valid() {
+    let ok = |body: &[u8]| {
+        let r = parser().parse(body);
+        assert!(r.is_ok(), "{:?} refused: {r:?}", String::from_utf8_lossy(body));
+    };
+    let bad = |body: &[u8]| {
+        let r = parser().parse(body);
+        assert!(
+            matches!(r, Err(EnvelopeError::Parse(_))),
+            "{:?} accepted: {r:?}",
+            String::from_utf8_lossy(body)
+        );
+    };
+    ok(br#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[0e4345678901234567890]}"#);
+    ok(br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e99999999999, 2e-4345678901234567890]}"#);
+    ok(br#"{"jsonrpc":"2.0","id":18446744073709551616123,"method":"m","params":[66666666666666666626.5]}"#);
+    bad(b"[3\0\0\0top1\0]");
+    bad(b"{\"jsonrpc\":\"2.0\",\"id\":3\0xyz,\"method\":\"m\"}");
+    bad(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[1\0garbage]}");
+    bad(br#"{"jsonrpc":"2.0","id":18446744073709551616x,"method":"m"}"#);
+    bad(br#"{"jsonrpc":"2.0","id":66666666666666666626.5vvv,"method":"m"}"#);
+    bad(br#"[1e400,-1E+-400]"#);
+    assert!(matches!(parser().parse(b"110E420"), Err(EnvelopeError::NotARequest)));
+}
