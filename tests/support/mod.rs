@@ -5,6 +5,7 @@
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
 //! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
+//! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
 #![allow(dead_code, unused_imports)]
 
@@ -12,6 +13,7 @@ pub mod fake;
 pub mod http;
 pub mod json;
 pub mod prism;
+pub mod replay;
 pub mod tls;
 pub mod tools;
 
