@@ -176,6 +176,7 @@ fn corpus_covers_every_method_prism_knows() {
     for name in [
         "call that reverts",
         "unknown method",
+        "raw transaction, nonce too low",
         "raw transaction reusing a mined nonce",
     ] {
         let ex = corpus

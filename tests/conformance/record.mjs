@@ -130,6 +130,15 @@ await rpc("evm_mine");
 // second then has a nonce that is too low. (a3 sends once first: ganache 7 treats a signed nonce of 0 as
 // unset and accepts it again.)
 await send({ from: a3, to: a1, value: "0x5" });
+// And one signed at a nonce that two later transactions use up: plainly too low by the time it is sent.
+const staleNonce = await rpc("eth_getTransactionCount", [a3, "latest"]);
+const rawStale = (
+  await rpc("eth_signTransaction", [
+    { from: a3, to: a2, value: "0x3", gas: "0x5208", gasPrice: "0x77359400", nonce: staleNonce },
+  ])
+);
+await send({ from: a3, to: a1, value: "0x6" });
+await send({ from: a3, to: a1, value: "0x7" });
 const nonce3 = await rpc("eth_getTransactionCount", [a3, "latest"]);
 const signA3 = (value) =>
   rpc("eth_signTransaction", [{ from: a3, to: a0, value, gas: "0x5208", gasPrice: "0x77359400", nonce: nonce3 }]);
@@ -241,6 +250,8 @@ await rec("sign a transaction", "eth_signTransaction", [
 ]);
 await rec("submit work", "eth_submitWork", ["0x0000000000000001", "0x" + "00".repeat(32), "0x" + "00".repeat(32)]);
 await rec("submit hashrate", "eth_submitHashrate", ["0x" + "00".repeat(31) + "01", "0x" + "00".repeat(32)]);
+const stale = await rec("raw transaction, nonce too low", "eth_sendRawTransaction", [rawStale]);
+if (!stale.error) throw new Error(`stale nonce accepted: ${JSON.stringify(stale)}`);
 await rec("raw transaction, not RLP", "eth_sendRawTransaction", ["0x1234"]);
 await rec("conditional raw transaction (not in ganache)", "eth_sendRawTransactionConditional", [rawOk, {}]);
 await rec("bundle (not in ganache)", "eth_sendBundle", [{ txs: [rawOk], blockNumber: "0x" + (Number(head) + 1).toString(16) }]);
