@@ -120,10 +120,271 @@ fn check_item(raw: &RawValue, item: &Item<'_>, input: &[u8]) {
     }
 }
 
+/// RFC 8259 grammar, numbers of any size (serde_json refuses those out of f64 range; Prism takes them on
+/// purpose). `None` when nested too deep to tell here, or for unpaired surrogate escapes (grammar, but
+/// parsers differ: serde_json refuses all, simd-json only lone low ones).
+fn grammar_valid(b: &[u8]) -> Option<bool> {
+    struct P<'a> {
+        b: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn ws(&mut self) {
+            while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.i += 1;
+            }
+        }
+        fn digits(&mut self) -> usize {
+            let start = self.i;
+            while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            self.i - start
+        }
+        fn hex4(&mut self) -> Option<u16> {
+            let h = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
+            let v = u16::from_str_radix(h, 16).ok().filter(|_| h.bytes().all(|c| c.is_ascii_hexdigit()))?;
+            self.i += 4;
+            Some(v)
+        }
+        fn string(&mut self) -> Option<bool> {
+            self.i += 1;
+            loop {
+                match self.b.get(self.i).copied().unwrap_or(0) {
+                    b'"' => {
+                        self.i += 1;
+                        return Some(true);
+                    }
+                    b'\\' => {
+                        self.i += 1;
+                        match self.b.get(self.i).copied().unwrap_or(0) {
+                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                            b'u' => {
+                                self.i += 1;
+                                let Some(u) = self.hex4() else {
+                                    return Some(false);
+                                };
+                                // Unpaired surrogates: grammar, but what a parser does with them is its
+                                // own business (RFC 8259 §8.2): no verdict.
+                                if (0xDC00..0xE000).contains(&u) {
+                                    return None;
+                                }
+                                if (0xD800..0xDC00).contains(&u) {
+                                    if self.b.get(self.i..self.i + 2) != Some(b"\\u") {
+                                        return None;
+                                    }
+                                    self.i += 2;
+                                    if !(0xDC00..0xE000).contains(&self.hex4()?) {
+                                        return None;
+                                    }
+                                }
+                            }
+                            _ => return Some(false),
+                        }
+                    }
+                    c if c < 0x20 => return Some(false),
+                    _ => self.i += 1,
+                }
+            }
+        }
+        fn value(&mut self, depth: usize) -> Option<bool> {
+            if depth > 200 {
+                return None;
+            }
+            self.ws();
+            match self.b.get(self.i).copied().unwrap_or(0) {
+                b'"' => self.string(),
+                b'{' | b'[' => {
+                    let close = if self.b[self.i] == b'{' { b'}' } else { b']' };
+                    let obj = close == b'}';
+                    self.i += 1;
+                    self.ws();
+                    if self.b.get(self.i) == Some(&close) {
+                        self.i += 1;
+                        return Some(true);
+                    }
+                    loop {
+                        if obj {
+                            self.ws();
+                            if self.b.get(self.i) != Some(&b'"') || !self.string()? {
+                                return Some(false);
+                            }
+                            self.ws();
+                            if self.b.get(self.i) != Some(&b':') {
+                                return Some(false);
+                            }
+                            self.i += 1;
+                        }
+                        if !self.value(depth + 1)? {
+                            return Some(false);
+                        }
+                        self.ws();
+                        match self.b.get(self.i) {
+                            Some(b',') => self.i += 1,
+                            Some(c) if *c == close => {
+                                self.i += 1;
+                                return Some(true);
+                            }
+                            _ => return Some(false),
+                        }
+                    }
+                }
+                b't' | b'f' | b'n' => {
+                    for lit in [&b"true"[..], b"false", b"null"] {
+                        if self.b[self.i..].starts_with(lit) {
+                            self.i += lit.len();
+                            return Some(true);
+                        }
+                    }
+                    Some(false)
+                }
+                b'-' | b'0'..=b'9' => {
+                    if self.b[self.i] == b'-' {
+                        self.i += 1;
+                    }
+                    match self.b.get(self.i) {
+                        Some(b'0') => self.i += 1,
+                        Some(b'1'..=b'9') => {
+                            self.digits();
+                        }
+                        _ => return Some(false),
+                    }
+                    if self.b.get(self.i) == Some(&b'.') {
+                        self.i += 1;
+                        if self.digits() == 0 {
+                            return Some(false);
+                        }
+                    }
+                    if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
+                        self.i += 1;
+                        if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
+                            self.i += 1;
+                        }
+                        if self.digits() == 0 {
+                            return Some(false);
+                        }
+                    }
+                    Some(true)
+                }
+                _ => Some(false),
+            }
+        }
+    }
+    std::str::from_utf8(b).ok()?;
+    let mut p = P { b, i: 0 };
+    let ok = p.value(0)?;
+    p.ws();
+    Some(ok && p.i == b.len())
+}
+
+/// Known finding 1 (reported, see fuzz/RESULTS.md): some numbers whose exponent has 11 or more digits
+/// (`1e99999999999`, `1e1234567890123`, `0e4345678901234567890`; yet `1e19999999999` passes) make
+/// simd-json report InvalidNumber at an offset inside the number, so Prism's mask-and-retry misses it and
+/// answers -32700 to valid JSON. Inputs that carry an exponent that long are skipped.
+fn has_huge_exponent(b: &[u8]) -> bool {
+    b.windows(2).enumerate().any(|(i, w)| {
+        w[0].is_ascii_digit()
+            && matches!(w[1], b'e' | b'E')
+            && b[i + 2..]
+                .iter()
+                .skip_while(|c| matches!(c, b'+' | b'-'))
+                .take_while(|c| c.is_ascii_digit())
+                .count()
+                >= 11
+    })
+}
+
+/// Known finding 3: a number with many digits (simd-json's slow path: past u64, or a long fraction)
+/// directly followed by a byte that cannot end a number.
+fn has_garbage_after_big_number(b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut digits = 0;
+        while i < b.len() && matches!(b[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+            digits += usize::from(b[i].is_ascii_digit());
+            i += 1;
+        }
+        let ends_cleanly = matches!(b.get(i), None | Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r'));
+        if digits >= 16 && !ends_cleanly {
+            return true;
+        }
+    }
+    false
+}
+
+/// Known finding 4: outside strings, a run of number characters that is not a JSON number (`-1E+-400`).
+fn has_malformed_number(b: &[u8]) -> bool {
+    let (mut i, mut in_string) = (0, false);
+    while i < b.len() {
+        let c = b[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if c == b'-' || c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && matches!(b[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                i += 1;
+            }
+            if grammar_valid(&b[start..i]) != Some(true) {
+                return true;
+            }
+            continue;
+        }
+        i += 1;
+    }
+    false
+}
+
 fuzz_target!(|data: &[u8]| {
     let parsed = PARSER.with(|p| p.borrow_mut().parse(data));
-    // The reference: serde_json. Where it refuses (not JSON, numbers out of f64 range, which Prism takes
-    // on purpose, nesting past its own limit) only "no panic" is checked.
+    // Known findings, reported (fuzz/RESULTS.md, fuzz/crashes/envelope/), left out of the checks they
+    // break so fuzzing goes on looking for others:
+    // 1. an exponent of 11+ digits: valid JSON refused (-32700);
+    // 2. a NUL byte after a number or literal: simd-json ends the token there and skips what follows up
+    //    to the next structural character, so invalid JSON is accepted and its bytes forwarded / echoed;
+    // 3. a number with many digits (past u64, or a long fraction) followed by other bytes
+    //    (`18446744073709551616x`, `1.0666666666666666666\x16`): the same;
+    // 4. an invalid number after one Prism masked as out of range (`[1e400,-1E+-400]`): the mask lands
+    //    inside the bad number and hides it.
+    if has_huge_exponent(data) {
+        return;
+    }
+    let valid = grammar_valid(data);
+    // Valid JSON is never a parse error, whatever the size of its numbers. (Known finding 5, minor: a body
+    // that is one out-of-range number, `110E420`, gets -32700 rather than -32600: no mask on that path.)
+    let lone_number = data.iter().find(|c| !c.is_ascii_whitespace()).is_some_and(|c| *c == b'-' || c.is_ascii_digit());
+    if valid == Some(true) && !lone_number {
+        assert!(
+            !matches!(parsed, Err(EnvelopeError::Parse(_))),
+            "valid JSON refused as unparsable: {parsed:?} for {:?}",
+            String::from_utf8_lossy(data)
+        );
+    }
+    let known_lenient = data.contains(&0) || has_garbage_after_big_number(data) || has_malformed_number(data);
+    if valid == Some(false) && !known_lenient {
+        assert!(
+            matches!(parsed, Err(EnvelopeError::Parse(_))),
+            "invalid JSON accepted: {parsed:?} for {:?}",
+            String::from_utf8_lossy(data)
+        );
+    }
+    // The reference for structure: serde_json. Where it refuses (not JSON, numbers out of f64 range,
+    // nesting past its own limit) only the checks above apply.
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
     };
