@@ -24,6 +24,7 @@ use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, EdgeShard};
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
+use crate::solana::{SolanaNet, SolanaRoute};
 use crate::telemetry::metrics::ShardMetrics;
 use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
@@ -39,6 +40,8 @@ pub enum AppError {
     ShardLost,
     #[error(transparent)]
     Tls(#[from] crate::edge::tls::TlsError),
+    #[error(transparent)]
+    Solana(#[from] crate::solana::net::NetError),
 }
 
 /// What a shard reports once it is listening (or why it cannot).
@@ -50,11 +53,15 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
     let config = Arc::new(config);
     let registry = Arc::new(Registry::resolve(&config));
     let listen: SocketAddr = config.server.listen.parse().expect("validated at load");
-    for n in &registry.networks {
-        if n.kind == NetworkKind::SolanaMagic {
-            tracing::warn!(network = %n.name, "solana-magic routing is not served by this build yet; its calls get a clear error");
-        }
-    }
+    let solana: Vec<Option<Arc<SolanaNet>>> = config
+        .networks
+        .iter()
+        .map(|n| {
+            (n.kind == NetworkKind::SolanaMagic)
+                .then(|| SolanaNet::new(n))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
     if config.keys.is_empty() {
         tracing::warn!("no [[keys]] configured: the endpoint is open to anyone who can reach it");
     }
@@ -122,6 +129,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
                     tls: tls.clone(),
                     metrics: metrics[id.min(metrics.len() - 1)].clone(),
                     admin: (id == 0).then(|| shard_view.clone()),
+                    solana: solana.clone(),
                 };
                 async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
             })
@@ -168,6 +176,8 @@ struct Shared {
     metrics: Arc<ShardMetrics>,
     /// Shard 0 serves the admin endpoints.
     admin: Option<Arc<AdminView>>,
+    /// What all shards share of each solana-magic network, by network index.
+    solana: Vec<Option<Arc<SolanaNet>>>,
 }
 
 /// Gives the probers a moment to verify chain ids before clients arrive, so the first requests do not
@@ -227,6 +237,25 @@ async fn shard_main(
                 let _ = ready.send(Err(AppError::Bind {
                     addr,
                     error: e.to_string(),
+                }));
+                return;
+            }
+        }
+    }
+    let has_solana = config.networks.iter().any(|n| n.kind == NetworkKind::SolanaMagic);
+    if let Some(addr) = config.server.ws_listen_addr(has_solana) {
+        match TcpListener::bind(addr) {
+            Ok(second) => {
+                if id == 0 {
+                    tracing::info!(%addr, "also serving on server.ws_listen (web3.js derives WebSockets as port + 1)");
+                }
+                let shard = shard.clone();
+                crate::runtime::spawn(async move { serve_edge(second, shard).await });
+            }
+            Err(e) => {
+                let _ = ready.send(Err(AppError::Bind {
+                    addr,
+                    error: format!("{e} (server.ws_listen; set it to \"off\" or another address)"),
                 }));
                 return;
             }
@@ -359,12 +388,15 @@ fn build_shard(
             ws_tls: tls_config.clone(),
             connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
             shutdown: shutdown.clone(),
+            solana: n.kind == NetworkKind::SolanaMagic,
         }));
-        not_served.push(match n.kind {
-            NetworkKind::Evm => None,
-            NetworkKind::SolanaMagic => Some("solana-magic routing is not served by this build yet"),
-        });
+        not_served.push(None);
     }
+    let solana = routes
+        .iter()
+        .zip(&shared.solana)
+        .map(|(route, net)| net.as_ref().map(|net| SolanaRoute::new(route.clone(), net.clone())))
+        .collect();
     EdgeShard {
         rpc: RpcShard {
             parser: RefCell::new(EnvelopeParser::new(EnvelopeLimits {
@@ -376,6 +408,7 @@ fn build_shard(
         limits,
         routes,
         not_served,
+        solana,
         shutdown,
         open_global,
         open_local: Cell::new(0),

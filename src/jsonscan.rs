@@ -139,6 +139,29 @@ pub fn hex_quantity(raw: &[u8]) -> Option<u64> {
     u64::from_str_radix(digits, 16).ok()
 }
 
+/// Every element of a JSON array (raw bytes); `None` if `array` is not a well-formed array.
+pub fn elements(array: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut p = skip_ws(array, 0);
+    if array.get(p) != Some(&b'[') {
+        return None;
+    }
+    let mut out = Vec::new();
+    p = skip_ws(array, p + 1);
+    if array.get(p) == Some(&b']') {
+        return Some(out);
+    }
+    loop {
+        let end = skip_value(array, p)?;
+        out.push(&array[p..end]);
+        p = skip_ws(array, end);
+        match array.get(p) {
+            Some(b',') => p = skip_ws(array, p + 1),
+            Some(b']') => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ pub mod edge;
 pub mod http1;
 pub mod jsonscan;
 pub mod runtime;
+pub mod solana;
 pub mod telemetry;
 pub mod transport;
 pub mod upstream;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use prism::config::{Config, NetworkKind};
+use prism::config::Config;
 use prism::runtime::Shutdown;
 use prism::telemetry::logging::{self, LogFormat};
 
@@ -98,12 +98,6 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
     );
     for name in missing {
         println!("note: environment variable {name} is not set here; `prism serve` needs it");
-    }
-    for n in config.networks.iter().filter(|n| n.kind == NetworkKind::SolanaMagic) {
-        println!(
-            "note: network {:?} (solana-magic) is valid but not served by this build yet",
-            n.name
-        );
     }
     Ok(())
 }

@@ -70,6 +70,26 @@ pub struct Server {
     /// rates for some CPU. 0 = sleep at once.
     #[serde(default)]
     pub spin_before_park_us: u64,
+    /// A second listener serving the same endpoints. @solana/web3.js derives its WebSocket URL as the RPC
+    /// port + 1, so with a solana-magic network it defaults to `listen`'s port + 1; `"off"` disables it.
+    #[serde(default)]
+    pub ws_listen: Option<String>,
+}
+
+impl Server {
+    /// The second listener's address, if any (`has_solana`: a solana-magic network is configured).
+    pub fn ws_listen_addr(&self, has_solana: bool) -> Option<std::net::SocketAddr> {
+        match self.ws_listen.as_deref() {
+            Some("off") => None,
+            Some(a) => a.parse().ok(),
+            None if has_solana => {
+                let mut a: std::net::SocketAddr = self.listen.parse().ok()?;
+                a.set_port(a.port().checked_add(1)?);
+                Some(a)
+            }
+            None => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

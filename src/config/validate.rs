@@ -25,6 +25,11 @@ impl Config {
                 .parse::<SocketAddr>()
                 .map_err(|e| ConfigError::invalid("server.admin_listen", format!("not a socket address: {e}")))?;
         }
+        if let Some(ws) = self.server.ws_listen.as_deref().filter(|w| *w != "off") {
+            ws.parse::<SocketAddr>().map_err(|e| {
+                ConfigError::invalid("server.ws_listen", format!("not a socket address (or \"off\"): {e}"))
+            })?;
+        }
         if let Some(tls) = &self.server.tls {
             if tls.cert.is_empty() {
                 return Err(ConfigError::invalid("server.tls.cert", "must name a PEM file"));

@@ -69,6 +69,11 @@ pub enum ProxyError {
     /// The method cannot be served this way (e.g. subscriptions over HTTP).
     Unsupported(&'static str),
     NotServed(&'static str),
+    /// Refused by Prism before any upstream saw it, with the JSON-RPC code a node would use.
+    Rejected {
+        code: i32,
+        message: String,
+    },
 }
 
 impl ProxyError {
@@ -76,6 +81,7 @@ impl ProxyError {
     pub fn code(&self) -> i32 {
         match self {
             ProxyError::Unsupported(_) => -32601,
+            ProxyError::Rejected { code, .. } => *code,
             ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
             _ => -32603,
         }
@@ -100,6 +106,7 @@ impl std::fmt::Display for ProxyError {
                 "Transaction submission timed out after it was sent; it may have landed: poll its hash, do not resend blindly",
             ),
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
+            ProxyError::Rejected { message, .. } => f.write_str(message),
         }
     }
 }
@@ -110,6 +117,9 @@ pub struct Caller {
     pub strategy: Strategy,
     pub weights: Weights,
     pub mark: MarkKey,
+    /// The providers this call may use (bit i = provider i). All by default; the Solana router narrows it
+    /// to one side (the base layer, or one ephemeral rollup).
+    pub providers: u64,
 }
 
 impl Default for Caller {
@@ -118,6 +128,7 @@ impl Default for Caller {
             strategy: Strategy::Score,
             weights: Weights::default(),
             mark: MarkKey::Key(0),
+            providers: u64::MAX,
         }
     }
 }
@@ -149,6 +160,19 @@ pub async fn forward(
             return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
         }
     }
+    upstream(route, call, info, caller, deadline, ids).await
+}
+
+/// Forwards `call` as `info` says (no method-table lookup, no reuse): for networks whose methods are not
+/// the EVM table's, such as the Solana router.
+pub async fn forward_as(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
     upstream(route, call, info, caller, deadline, ids).await
 }
 
@@ -324,7 +348,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 weights: caller.weights,
                 min_head,
                 prefer_deeper: false,
-                exclude: 0,
+                exclude: !caller.providers,
             },
         }
     }
@@ -464,7 +488,10 @@ impl<'r, 'c> Attempts<'r, 'c> {
             &self.route.statics,
             &self.route.live,
             &self.route.live.health.load(),
-            &Ask { exclude: 0, ..self.ask },
+            &Ask {
+                exclude: !self.caller.providers,
+                ..self.ask
+            },
             now,
             0,
             0.0,

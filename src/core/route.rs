@@ -54,6 +54,9 @@ pub struct NetworkRoute {
     pub ws_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout_ms: u64,
     pub shutdown: Shutdown,
+    /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
+    /// each ER run their own clocks), so they feed no drift.
+    pub solana: bool,
 }
 
 impl NetworkRoute {

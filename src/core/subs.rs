@@ -576,7 +576,7 @@ async fn fetch(route: &NetworkRoute, method: &str, params: &str) -> Option<Vec<u
         method: method.into(),
         params: Some(params.as_bytes()),
     };
-    let ids = Cell::new(1 << 61);
+    let ids = Cell::new(1 << 51); // exact as a JavaScript number (< 2^53): JS nodes parse ids as doubles
     let deadline = Instant::now() + Duration::from_secs(5);
     match forward(route, &call, &Caller::default(), deadline, &ids).await {
         CallOutcome::Answer {

@@ -2,6 +2,7 @@
 //! in request order with each client's own id.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
@@ -12,6 +13,7 @@ use super::reply::{write_answer, write_error};
 use crate::core::forward::write_json_str;
 use crate::core::methods::method_index;
 use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
+use crate::solana::SolanaRoute;
 use crate::telemetry::metrics::CallResult;
 
 /// JSON-RPC error codes Prism produces itself.
@@ -44,6 +46,7 @@ pub struct RpcShard {
 pub async fn handle_body(
     shard: &RpcShard,
     route: &NetworkRoute,
+    solana: Option<&Rc<SolanaRoute>>,
     caller: &Caller,
     key: Option<&KeyEntry>,
     body: &[u8],
@@ -77,14 +80,14 @@ pub async fn handle_body(
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, route, caller, key, item, deadline, &mut out)
+            handle_item(shard, route, solana, caller, key, item, deadline, &mut out)
                 .await
                 .then_some(out)
         }
         Ok(Envelope::Batch(items)) => {
             let replies = join_all(items.into_iter().map(|item| async move {
                 let mut out = Vec::new();
-                handle_item(shard, route, caller, key, item, deadline, &mut out)
+                handle_item(shard, route, solana, caller, key, item, deadline, &mut out)
                     .await
                     .then_some(out)
             }))
@@ -115,9 +118,11 @@ fn envelope_error(e: &EnvelopeError) -> Vec<u8> {
 }
 
 /// Handles one call; returns whether a reply was written (false for notifications).
+#[allow(clippy::too_many_arguments)]
 async fn handle_item(
     shard: &RpcShard,
     route: &NetworkRoute,
+    solana: Option<&Rc<SolanaRoute>>,
     caller: &Caller,
     key: Option<&KeyEntry>,
     item: Item<'_>,
@@ -142,7 +147,10 @@ async fn handle_item(
                 write_error(out, Some(id), UNAUTHORIZED, &message, None);
                 return true;
             }
-            let outcome = forward(route, &call, caller, deadline, &shard.ids).await;
+            let outcome = match solana {
+                Some(sol) => crate::solana::router::handle(sol, &call, caller, deadline).await,
+                None => forward(route, &call, caller, deadline, &shard.ids).await,
+            };
             let latency_us = started.elapsed().as_micros() as u64;
             let result = match &outcome {
                 CallOutcome::Answer { is_error: false, .. } => CallResult::Ok,
@@ -194,7 +202,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
             write_json_str(&mut d, provider);
             d.push(b'}');
         }
-        ProxyError::Unsupported(_) | ProxyError::NotServed(_) => return None,
+        ProxyError::Unsupported(_) | ProxyError::NotServed(_) | ProxyError::Rejected { .. } => return None,
     }
     Some(d)
 }

@@ -31,6 +31,8 @@ pub struct EdgeShard {
     pub routes: Vec<Rc<NetworkRoute>>,
     /// Networks configured but not served by this build (reason shown to clients), by route index.
     pub not_served: Vec<Option<&'static str>>,
+    /// The Solana magic router of each solana-magic network, by route index.
+    pub solana: Vec<Option<Rc<crate::solana::SolanaRoute>>>,
     pub rpc: RpcShard,
     pub shutdown: Shutdown,
     /// Open client connections across all shards, for `limits.max_connections`.
@@ -147,6 +149,7 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
             Some(h) => MarkKey::Session(h),
             None => key.map_or(MarkKey::Key(0), |k| k.mark()),
         },
+        providers: u64::MAX,
     }
 }
 
@@ -431,7 +434,17 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                     }
                     None => {
                         let caller = caller(key, head);
-                        handle_body(&self.shard.rpc, &self.shard.routes[route], &caller, key, body, deadline).await
+                        let solana = self.shard.solana[route].as_ref();
+                        handle_body(
+                            &self.shard.rpc,
+                            &self.shard.routes[route],
+                            solana,
+                            &caller,
+                            key,
+                            body,
+                            deadline,
+                        )
+                        .await
                     }
                 };
                 let metrics = self.shard.recorder.metrics();
@@ -478,8 +491,13 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         let Some(first) = segments.next() else {
             return (routes.len() == 1).then_some((0, None));
         };
+        let open = self.shard.keys.is_open();
         match routes.iter().position(|r| r.name == first) {
+            // Solana SDKs append their own path suffixes: the key (if any) follows the network name and
+            // anything after it is ignored.
+            Some(i) if self.shard.solana[i].is_some() => Some((i, segments.next().filter(|_| !open))),
             Some(i) => Some((i, segments.next_back())),
+            None if routes.len() == 1 && self.shard.solana[0].is_some() => Some((0, (!open).then_some(first))),
             None if routes.len() == 1 && segments.next().is_none() && !self.shard.keys.is_open() => {
                 Some((0, Some(first)))
             }

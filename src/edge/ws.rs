@@ -50,6 +50,9 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let (mut sink, mut frames) = socket.split();
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
     let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let solana = shard.solana[route.index]
+        .as_ref()
+        .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller));
 
     // A write that cannot finish within the slow-client timeout means the client stopped reading.
     let write_timeout = Duration::from_millis(limits.client_timeout_ms);
@@ -107,14 +110,19 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             pinged = false;
             match frame {
                 Message::Text(text) => {
-                    if let Some(reply) = handle_text(shard, &route, &caller, key, text.as_bytes(), &out, &subs).await {
+                    let text = text.as_bytes();
+                    if let Some(reply) =
+                        handle_text(shard, &route, &caller, key, text, &out, &subs, solana.as_ref()).await
+                    {
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
                     }
                 }
                 Message::Binary(bytes) => {
-                    if let Some(reply) = handle_text(shard, &route, &caller, key, &bytes, &out, &subs).await {
+                    if let Some(reply) =
+                        handle_text(shard, &route, &caller, key, &bytes, &out, &subs, solana.as_ref()).await
+                    {
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
@@ -136,6 +144,9 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
     // as soon as the writer gives up on it.
     futures_lite::future::zip(reader, writer).await;
+    if let Some(session) = &solana {
+        session.close();
+    }
     for id in subs.borrow().iter() {
         SubHub::unsubscribe(&route, id);
     }
@@ -143,6 +154,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
+#[allow(clippy::too_many_arguments)]
 async fn handle_text(
     shard: &EdgeShard,
     route: &Rc<NetworkRoute>,
@@ -151,11 +163,16 @@ async fn handle_text(
     text: &[u8],
     out: &Outbox,
     subs: &RefCell<Vec<String>>,
+    solana: Option<&Rc<crate::solana::ws::Session>>,
 ) -> Option<String> {
+    let is_sub = |m: &str| match solana {
+        Some(_) => crate::solana::ws::is_subscription_method(m),
+        None => matches!(m, "eth_subscribe" | "eth_unsubscribe"),
+    };
     let single = {
         let mut parser = shard.rpc.parser.borrow_mut();
         match parser.parse(text) {
-            Ok(Envelope::Single(Ok(call))) if matches!(&*call.method, "eth_subscribe" | "eth_unsubscribe") => Some((
+            Ok(Envelope::Single(Ok(call))) if is_sub(&call.method) => Some((
                 call.id.map(<[u8]>::to_vec),
                 call.method.to_string(),
                 call.params.map(<[u8]>::to_vec),
@@ -165,7 +182,8 @@ async fn handle_text(
     };
     let Some((id, method, params)) = single else {
         let deadline = Instant::now() + Duration::from_millis(shard.limits.request_deadline_ms);
-        return match handle_body(&shard.rpc, route, caller, key, text, deadline).await {
+        let solana = shard.solana[route.index].as_ref();
+        return match handle_body(&shard.rpc, route, solana, caller, key, text, deadline).await {
             BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
             BodyReply::Empty => None,
         };
@@ -180,6 +198,13 @@ async fn handle_text(
             &format!("Method {method} is not allowed for this API key"),
             None,
         );
+        return Some(String::from_utf8_lossy(&reply).into_owned());
+    }
+    if let Some(session) = solana {
+        match session.handle(&method, params.as_deref()).await {
+            Ok(result) => write_answer(&mut reply, &id, false, &result),
+            Err(e) => write_error(&mut reply, Some(&id), e.code(), &e.to_string(), None),
+        }
         return Some(String::from_utf8_lossy(&reply).into_owned());
     }
     let params = params.unwrap_or_else(|| b"[]".to_vec());

@@ -20,7 +20,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shutdown: &Shutdown) {
-    let mut id: u64 = 1 << 60; // far from request ids
+    let mut id: u64 = 1 << 50; // far from request ids, and exact as a JavaScript number (< 2^53)
     while !shutdown.is_triggered() {
         let started = Instant::now();
         if route.live.chain_id.is_some() && route.live.providers[i].chain() != ChainCheck::Ok {
@@ -92,8 +92,18 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
         _ => return, // cooling down, or another shard holds the half-open probe
     };
     let started = Instant::now();
-    let result = call(route, i, id, "eth_blockNumber").await;
+    let result = call(route, i, id, if route.solana { "getHealth" } else { "eth_blockNumber" }).await;
     let latency_us = started.elapsed().as_micros() as u64;
+    if route.solana {
+        // `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
+        let class = match &result {
+            Ok(v) if v.as_slice() == b"\"ok\"" => Class::Success,
+            Ok(_) => Class::ProviderFailure,
+            Err(class) => *class,
+        };
+        route.note_outcome(i, Family::Light, class, latency_us, is_probe);
+        return;
+    }
     let head = match &result {
         Ok(value) => hex_quantity(value).ok_or(Class::ProviderFailure),
         Err(class) => Err(*class),

@@ -6,6 +6,8 @@
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
 //! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
 //! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
+//! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
+//!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
 #![allow(dead_code, unused_imports)]
 
@@ -14,6 +16,7 @@ pub mod http;
 pub mod json;
 pub mod prism;
 pub mod replay;
+pub mod solana_fake;
 pub mod tls;
 pub mod tools;
 

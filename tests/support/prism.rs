@@ -39,6 +39,39 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A cheap pseudo-random u16 (no extra dependency): the clock's nanoseconds, mixed.
+fn fastrand_u16() -> u16 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (n ^ (n >> 16)).wrapping_mul(2_654_435_761) as u16
+}
+
+/// A loopback port P such that P and P+1 were both free a moment ago and neither was handed out before in
+/// this process (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+///
+/// The pair is drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 or
+/// any outgoing connection can take P+1 between this check and Prism's bind.
+pub fn free_port_pair() -> u16 {
+    static USED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = 20_000 + (std::process::id() as u16 % 97) * 120 + fastrand_u16() % 120;
+        let Ok(_a) = TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
+            continue;
+        }
+        let mut used = USED.lock().unwrap();
+        if !used.contains(&port) && !used.contains(&(port + 1)) {
+            used.insert(port);
+            used.insert(port + 1);
+            return port;
+        }
+    }
+}
+
 /// A fresh directory under cargo's target tmp dir, named after the running test.
 pub fn temp_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -114,6 +147,8 @@ pub struct PrismBuilder {
     args: Vec<String>,
     /// The admin listener's address once chosen (by `start`, or `admin_port`).
     admin: Option<SocketAddr>,
+    /// Pick a listen port P with P+1 free too ([`PrismBuilder::listen_pair`]).
+    pair: bool,
 }
 
 impl PrismBuilder {
@@ -130,7 +165,13 @@ impl PrismBuilder {
             env: Vec::new(),
             args: Vec::new(),
             admin: None,
+            pair: false,
         }
+    }
+    /// Listens on a port P whose neighbour P+1 is free as well (a Solana network's WebSocket listener).
+    pub fn listen_pair(mut self) -> Self {
+        self.pair = true;
+        self
     }
     pub fn shards(mut self, n: u32) -> Self {
         self.shards = n;
@@ -261,7 +302,7 @@ impl PrismBuilder {
     /// Writes the config, spawns `prism serve`, waits until the listen port (and the admin port) accept
     /// connections.
     pub fn start(mut self) -> Prism {
-        let port = free_port();
+        let port = if self.pair { free_port_pair() } else { free_port() };
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         if self.admin.is_none() {
             self.admin = Some(([127, 0, 0, 1], free_port()).into());

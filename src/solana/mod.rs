@@ -1,0 +1,60 @@
+//! The Solana magic router: one endpoint in front of a base layer and MagicBlock ephemeral rollups (ERs).
+//! Each call goes where its accounts live: an account whose delegation record exists on the base layer is
+//! served by the ER the record names, any other by the base layer.
+//!
+//! - `pubkey`, `tx`, `record`: the wire formats (keys and PDAs, transactions, delegation records).
+//! - `net`: what all shards share (which providers are which side; signature and blockhash memories).
+//! - `table` + `sync`: this shard's delegation table, fetched over HTTP and kept fresh by base-layer
+//!   `accountSubscribe`; a lost subscription puts its accounts in limbo until refetched.
+//! - `router`: method routing, request splitting and answer merging.
+//! - `ws`: client WebSocket subscriptions that follow an account across delegation changes.
+//!
+//! Each shard keeps its own table and its own base-layer WebSocket: nothing on the routing path is shared
+//! but the lock-free memories in `net`.
+
+pub mod base58;
+pub mod memo;
+pub mod net;
+pub mod pubkey;
+pub mod record;
+pub mod router;
+pub mod sync;
+pub mod table;
+pub mod tx;
+pub mod ws;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use ahash::AHashMap;
+
+pub use net::{Dest, SolanaNet};
+pub use pubkey::Pubkey;
+
+use crate::core::NetworkRoute;
+
+/// One shard's Solana router for one network.
+pub struct SolanaRoute {
+    pub route: Rc<NetworkRoute>,
+    pub net: Arc<SolanaNet>,
+    pub table: table::DelegationTable,
+    pub link: sync::BaseLink,
+    /// Address lookup tables read from the base layer: table address → its addresses.
+    pub lookup_tables: RefCell<AHashMap<Pubkey, Rc<[Pubkey]>>>,
+    /// Upstream ids for Prism's own calls (delegation fetches, table reads, split requests).
+    pub ids: Cell<u64>,
+}
+
+impl SolanaRoute {
+    pub fn new(route: Rc<NetworkRoute>, net: Arc<SolanaNet>) -> Rc<SolanaRoute> {
+        Rc::new(SolanaRoute {
+            route,
+            net,
+            table: Default::default(),
+            link: Default::default(),
+            lookup_tables: RefCell::new(AHashMap::new()),
+            ids: Cell::new(1 << 52), // < 2^53: exact in JavaScript nodes
+        })
+    }
+}

@@ -1,0 +1,354 @@
+//! Keeping the delegation table true: a record is read from the base layer over HTTP when first needed,
+//! and one base-layer WebSocket per shard carries an `accountSubscribe` (commitment `confirmed`) for every
+//! record PDA in the table. A confirmed subscription triggers a refetch (the newer slot wins) to cover the
+//! gap between the first read and the subscription. When the socket drops, every account goes into limbo:
+//! requests touching it refetch before routing while the link reconnects and resubscribes.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use ahash::AHashMap;
+use async_tungstenite::tungstenite::Message;
+use futures_util::{SinkExt, StreamExt};
+
+use super::net::Dest;
+use super::pubkey::Pubkey;
+use super::table::{Entry, Status};
+use super::SolanaRoute;
+use crate::core::forward::{forward_as, CallOutcome, Caller, ProxyError};
+use crate::core::methods::{Family, HeadHint, Kind, MethodInfo};
+use crate::edge::envelope::Call;
+use crate::jsonscan::object_field;
+use crate::runtime::queue::LocalQueue;
+use crate::runtime::{sleep, spawn, timeout_at};
+use crate::transport::ws::connect_ws;
+
+/// The longest Prism waits for a delegation record read.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+pub const READ: MethodInfo = MethodInfo {
+    kind: Kind::Read,
+    family: Family::Light,
+    head: HeadHint::None,
+    block_param: None,
+    cacheable: false,
+};
+
+/// This shard's base-layer WebSocket for delegation records.
+#[derive(Default)]
+pub struct BaseLink {
+    out: RefCell<Option<Rc<LocalQueue<Message>>>>,
+    /// Request id of a pending `accountSubscribe` → account.
+    pending: RefCell<AHashMap<u64, Pubkey>>,
+    /// Upstream subscription id → account.
+    by_sub: RefCell<AHashMap<u64, Pubkey>>,
+    next_id: Cell<u64>,
+    started: Cell<bool>,
+    pub connected: Cell<bool>,
+    /// No base-layer provider has a WebSocket: nothing will ever confirm a subscription.
+    pub unavailable: Cell<bool>,
+    /// How many times the link was lost.
+    pub drops: Cell<u64>,
+}
+
+impl BaseLink {
+    fn subscribe(&self, entry: &Entry) {
+        let Some(out) = self.out.borrow().clone() else { return }; // sent on connect
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        self.pending.borrow_mut().insert(id, entry.account);
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"accountSubscribe","params":["{}",{{"encoding":"base64","commitment":"confirmed"}}]}}"#,
+            entry.record_pda
+        );
+        let _ = out.push(Message::Text(msg));
+    }
+}
+
+impl SolanaRoute {
+    /// Sends `method(params)` to one side, through the normal routing path (breakers, retries, pools).
+    pub async fn call_on(
+        &self,
+        dest: Dest,
+        info: MethodInfo,
+        method: &str,
+        params: Option<&[u8]>,
+        caller: &Caller,
+        deadline: Instant,
+    ) -> CallOutcome {
+        let call = Call {
+            id: Some(b"1"),
+            method: method.into(),
+            params,
+        };
+        let caller = Caller {
+            providers: self.net.providers(dest),
+            ..*caller
+        };
+        forward_as(&self.route, &call, info, &caller, deadline, &self.ids).await
+    }
+
+    /// The table entry for `account`, subscribing to its record when it is new.
+    pub fn watch(self: &Rc<Self>, account: Pubkey) -> Rc<Entry> {
+        let (entry, new) = self.table.entry(&self.net, account);
+        if new {
+            self.ensure_link();
+            self.link.subscribe(&entry);
+        }
+        entry
+    }
+
+    /// Whether `account` is delegated, and where: from the table when trusted, else read from the base
+    /// layer (one read per shard at a time; others wait for it). A failed read is an error, never
+    /// "undelegated".
+    pub async fn status(self: &Rc<Self>, account: Pubkey, deadline: Instant) -> Result<Status, ProxyError> {
+        let entry = self.watch(account);
+        let deadline = deadline.min(Instant::now() + FETCH_TIMEOUT);
+        let mut waited = false;
+        loop {
+            if let Some(s) = entry.trusted() {
+                return Ok(s);
+            }
+            if entry.fetching.get() && !waited {
+                let listener = entry.changed.listen();
+                if entry.fetching.get() {
+                    let _ = timeout_at(deadline, listener).await;
+                }
+                waited = true;
+                continue;
+            }
+            // Freshly read: good for this request even while no subscription keeps it fresh.
+            self.refresh(&entry, deadline).await?;
+            return Ok(entry.status.get());
+        }
+    }
+
+    /// Reads `entry`'s record from the base layer and applies it.
+    pub async fn refresh(self: &Rc<Self>, entry: &Rc<Entry>, deadline: Instant) -> Result<(), ProxyError> {
+        entry.fetching.set(true);
+        let params = format!(
+            r#"["{}",{{"encoding":"base64","commitment":"confirmed"}}]"#,
+            entry.record_pda
+        );
+        let outcome = self
+            .call_on(
+                Dest::Base,
+                READ,
+                "getAccountInfo",
+                Some(params.as_bytes()),
+                &Caller::default(),
+                deadline,
+            )
+            .await;
+        entry.fetching.set(false);
+        let result = match outcome {
+            CallOutcome::Answer {
+                body,
+                value,
+                is_error: false,
+            } => {
+                let result = &body[value];
+                let slot = object_field(result, "context")
+                    .and_then(|c| object_field(c, "slot"))
+                    .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u64>().ok());
+                match (slot, object_field(result, "value")) {
+                    (Some(slot), Some(v)) => {
+                        entry.apply(&self.net, slot, v, true);
+                        // Trusted only while a live subscription keeps it fresh.
+                        entry.limbo.set(!self.link.connected.get());
+                        Ok(())
+                    }
+                    _ => Err(ProxyError::NotServed(
+                        "delegation status unknown: the base layer's answer had no context or value",
+                    )),
+                }
+            }
+            CallOutcome::Answer { .. } => Err(ProxyError::NotServed(
+                "delegation status unknown: the base layer refused the record read",
+            )),
+            CallOutcome::Failed(e) => {
+                tracing::warn!(network = %self.net.name, account = %entry.account, error = %e, "delegation record read failed");
+                Err(ProxyError::NotServed(
+                    "delegation status unknown: the base layer did not answer",
+                ))
+            }
+        };
+        entry.changed.notify(usize::MAX);
+        result
+    }
+
+    /// Subscribes to `account`'s record and waits (bounded) until the base layer confirmed it: used before
+    /// answering a transaction that delegates the account, so the delegation cannot slip past.
+    pub async fn watch_confirmed(self: &Rc<Self>, account: Pubkey, deadline: Instant) {
+        let entry = self.watch(account);
+        let deadline = deadline.min(Instant::now() + Duration::from_secs(2));
+        while entry.sub.get().is_none() && !self.link.unavailable.get() && Instant::now() < deadline {
+            let listener = entry.changed.listen();
+            if entry.sub.get().is_some() {
+                break;
+            }
+            if timeout_at(deadline, listener).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    fn ensure_link(self: &Rc<Self>) {
+        if self.link.started.replace(true) {
+            return;
+        }
+        let weak = Rc::downgrade(self);
+        spawn(async move { run_link(weak).await });
+    }
+}
+
+/// Keeps the base-layer link up: connect (rotating over base providers with a WebSocket), resubscribe every
+/// record, read notifications; on loss put every account in limbo and reconnect with backoff.
+async fn run_link(sol: Weak<SolanaRoute>) {
+    let mut backoff = RECONNECT_MIN;
+    let mut attempt = 0usize;
+    loop {
+        let Some(s) = sol.upgrade() else { return };
+        if s.route.shutdown.is_triggered() {
+            return;
+        }
+        let candidates: Vec<usize> = s
+            .net
+            .base_providers
+            .iter()
+            .copied()
+            .filter(|&i| s.route.ws_urls[i].is_some())
+            .collect();
+        if candidates.is_empty() {
+            s.link.unavailable.set(true);
+            tracing::warn!(network = %s.net.name, "no base-layer provider has a ws_url: delegation status is read on every request");
+            return;
+        }
+        let p = candidates[attempt % candidates.len()];
+        attempt += 1;
+        let url = s.route.ws_urls[p].clone().expect("filtered");
+        let deadline = Instant::now() + Duration::from_millis(s.route.connect_timeout_ms);
+        let socket = match connect_ws(&url, &s.route.ws_addrs[p], s.route.ws_tls.clone(), deadline).await {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::debug!(network = %s.net.name, provider = %s.route.upstreams[p].name, error = %e, "base-layer WebSocket connect failed");
+                drop(s);
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+        };
+        backoff = RECONNECT_MIN;
+        tracing::info!(network = %s.net.name, provider = %s.route.upstreams[p].name, accounts = s.table.len(), "delegation subscriptions connected");
+        let (mut sink, mut stream) = socket.split();
+        let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 20);
+        *s.link.out.borrow_mut() = Some(out.clone());
+        s.link.connected.set(true);
+        s.link.pending.borrow_mut().clear();
+        s.link.by_sub.borrow_mut().clear();
+        for entry in s.table.all() {
+            s.link.subscribe(&entry);
+        }
+        drop(s);
+        let writer_out = out.clone();
+        let writer = async move {
+            while let Some(msg) = writer_out.pop().await {
+                if sink.send(msg).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        };
+        let weak = sol.clone();
+        let reader = async move {
+            while let Some(frame) = stream.next().await {
+                let text = match frame {
+                    Ok(Message::Text(t)) => t.into_bytes(),
+                    Ok(Message::Binary(b)) => b,
+                    Ok(Message::Close(_)) | Err(_) => break,
+                    Ok(_) => continue,
+                };
+                let Some(s) = weak.upgrade() else { break };
+                on_message(&s, &text);
+            }
+        };
+        let shutdown = async {
+            if let Some(s) = sol.upgrade() {
+                let sd = s.route.shutdown.clone();
+                drop(s);
+                sd.triggered().await;
+            }
+        };
+        futures_lite::future::or(futures_lite::future::or(reader, writer), shutdown).await;
+        out.close();
+        let Some(s) = sol.upgrade() else { return };
+        *s.link.out.borrow_mut() = None;
+        s.link.connected.set(false);
+        s.link.drops.set(s.link.drops.get() + 1);
+        if s.route.shutdown.is_triggered() {
+            return;
+        }
+        tracing::warn!(network = %s.net.name, provider = %s.route.upstreams[p].name, "base-layer WebSocket lost: delegated accounts in limbo until refetched");
+        for entry in s.table.all() {
+            entry.limbo.set(true);
+            entry.sub.set(None);
+            entry.changed.notify(usize::MAX);
+        }
+        drop(s);
+        sleep(backoff).await;
+    }
+}
+
+fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
+    if let Some(params) = object_field(text, "params") {
+        // {"method":"accountNotification","params":{"result":{"context":{"slot":N},"value":...},"subscription":ID}}
+        let Some(sub) = object_field(params, "subscription").and_then(number) else {
+            return;
+        };
+        let Some(result) = object_field(params, "result") else {
+            return;
+        };
+        let slot = object_field(result, "context")
+            .and_then(|c| object_field(c, "slot"))
+            .and_then(number);
+        let (Some(slot), Some(value)) = (slot, object_field(result, "value")) else {
+            return;
+        };
+        let account = s.link.by_sub.borrow().get(&sub).copied();
+        if let Some(entry) = account.and_then(|a| s.table.get(&a)) {
+            entry.apply(&s.net, slot, value, false);
+        }
+        return;
+    }
+    let Some(id) = object_field(text, "id").and_then(number) else {
+        return;
+    };
+    let Some(account) = s.link.pending.borrow_mut().remove(&id) else {
+        return;
+    };
+    let Some(entry) = s.table.get(&account) else { return };
+    match object_field(text, "result").and_then(number) {
+        Some(sub) => {
+            s.link.by_sub.borrow_mut().insert(sub, account);
+            entry.sub.set(Some(sub));
+            entry.changed.notify(usize::MAX);
+            // Close the gap between the first read and the subscription: read again, the newer slot wins.
+            let s = s.clone();
+            spawn(async move {
+                let _ = s.refresh(&entry, Instant::now() + FETCH_TIMEOUT).await;
+            });
+        }
+        None => {
+            tracing::warn!(network = %s.net.name, account = %account, "base layer refused a record subscription; reading it on every request");
+            entry.limbo.set(true);
+            entry.changed.notify(usize::MAX);
+        }
+    }
+}
+
+fn number(raw: &[u8]) -> Option<u64> {
+    std::str::from_utf8(raw).ok()?.trim().parse().ok()
+}

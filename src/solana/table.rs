@@ -1,0 +1,154 @@
+//! The delegation table of one shard: for every account a request touched, whether it is delegated and
+//! to which ER, as of which base-layer slot, and whether that can be trusted (`limbo` = the subscription
+//! that kept it fresh was lost, so the next request refetches before routing).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use ahash::AHashMap;
+use base64::Engine;
+
+use super::net::SolanaNet;
+use super::pubkey::Pubkey;
+use super::record::DelegationRecord;
+use crate::jsonscan::{nth_element, object_field, plain_str};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Never read successfully: must be fetched; never taken to mean undelegated.
+    Unknown,
+    Undelegated,
+    /// `er` is `None` when the record names an ER this router does not serve.
+    Delegated {
+        er: Option<usize>,
+        record: DelegationRecord,
+    },
+}
+
+pub struct Entry {
+    pub account: Pubkey,
+    pub record_pda: Pubkey,
+    pub status: Cell<Status>,
+    /// Base-layer slot of the last applied read or notification: an older one never overwrites it.
+    pub slot: Cell<u64>,
+    pub limbo: Cell<bool>,
+    pub fetching: Cell<bool>,
+    /// Upstream subscription id on the base link, once confirmed.
+    pub sub: Cell<Option<u64>>,
+    /// Fired on every change of status, fetch completion and subscription confirmation.
+    pub changed: event_listener::Event,
+}
+
+impl Entry {
+    pub fn trusted(&self) -> Option<Status> {
+        let s = self.status.get();
+        (s != Status::Unknown && !self.limbo.get()).then_some(s)
+    }
+
+    /// Applies a record account as read at `slot` (`value` is the raw JSON account object, or `null`).
+    /// Returns whether the status changed. Older reads are ignored unless `force` (a fetch made to leave
+    /// limbo must count even if a notification raced ahead with the same slot).
+    pub fn apply(&self, net: &SolanaNet, slot: u64, value: &[u8], force: bool) -> bool {
+        if slot < self.slot.get() && !force && self.status.get() != Status::Unknown {
+            return false;
+        }
+        let status = record_status(net, value);
+        self.slot.set(self.slot.get().max(slot));
+        let old = self.status.replace(status);
+        if old != status {
+            tracing::debug!(account = %self.account, ?status, slot, "delegation status");
+        }
+        self.changed.notify(usize::MAX);
+        old != status
+    }
+}
+
+/// What a record account's JSON says: absent, closed (no lamports), foreign or not a record → undelegated.
+pub fn record_status(net: &SolanaNet, value: &[u8]) -> Status {
+    let Some(lamports) = object_field(value, "lamports").and_then(|l| std::str::from_utf8(l).ok()?.parse::<u64>().ok())
+    else {
+        return Status::Undelegated;
+    };
+    let owner = object_field(value, "owner").and_then(plain_str);
+    if lamports == 0 || owner != Some(net.program.to_base58().as_str()) {
+        return Status::Undelegated;
+    }
+    let Some(data) = object_field(value, "data").and_then(account_data) else {
+        return Status::Undelegated;
+    };
+    match DelegationRecord::parse(&data) {
+        Some(record) => Status::Delegated {
+            er: net.er_for(&record.authority),
+            record,
+        },
+        None => Status::Undelegated,
+    }
+}
+
+/// An account's `data` as `["<base64>", "base64"]` (or base58), decoded.
+pub fn account_data(raw: &[u8]) -> Option<Vec<u8>> {
+    let text = nth_element(raw, 0).and_then(plain_str)?;
+    match nth_element(raw, 1).and_then(plain_str) {
+        Some("base58") => bs58::decode(text).into_vec().ok(),
+        _ => base64::engine::general_purpose::STANDARD.decode(text).ok(),
+    }
+}
+
+/// This shard's table. Entries are created on first touch and live as long as the shard (bounded by
+/// `MAX_ACCOUNTS`: beyond it new accounts are served by a fresh fetch every time, never cached).
+#[derive(Default)]
+pub struct DelegationTable {
+    entries: RefCell<AHashMap<Pubkey, Rc<Entry>>>,
+    /// Record PDA → account, to apply notifications.
+    by_record: RefCell<AHashMap<Pubkey, Pubkey>>,
+}
+
+pub const MAX_ACCOUNTS: usize = 200_000;
+
+impl DelegationTable {
+    pub fn get(&self, account: &Pubkey) -> Option<Rc<Entry>> {
+        self.entries.borrow().get(account).cloned()
+    }
+
+    /// The entry for `account`, and whether it was just created (and kept: the table may be full).
+    pub fn entry(&self, net: &SolanaNet, account: Pubkey) -> (Rc<Entry>, bool) {
+        if let Some(e) = self.get(&account) {
+            return (e, false);
+        }
+        let record_pda = account.delegation_record(&net.program);
+        let e = Rc::new(Entry {
+            account,
+            record_pda,
+            status: Cell::new(Status::Unknown),
+            slot: Cell::new(0),
+            limbo: Cell::new(false),
+            fetching: Cell::new(false),
+            sub: Cell::new(None),
+            changed: event_listener::Event::new(),
+        });
+        let mut entries = self.entries.borrow_mut();
+        if entries.len() >= MAX_ACCOUNTS {
+            return (e, false);
+        }
+        entries.insert(account, e.clone());
+        self.by_record.borrow_mut().insert(record_pda, account);
+        (e, true)
+    }
+
+    pub fn by_record(&self, pda: &Pubkey) -> Option<Rc<Entry>> {
+        let account = *self.by_record.borrow().get(pda)?;
+        self.get(&account)
+    }
+
+    pub fn all(&self) -> Vec<Rc<Entry>> {
+        self.entries.borrow().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.borrow().is_empty()
+    }
+}

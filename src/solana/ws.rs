@@ -1,0 +1,410 @@
+//! Client WebSocket subscriptions on a solana-magic network. Each client session keeps one upstream socket
+//! per side it needs (base layer, or an ER), multiplexing that client's subscriptions; client subscription
+//! ids are Prism's own and never change. `accountSubscribe` follows its account: when the delegation table
+//! sees the account move between the base layer and an ER, the upstream subscription moves with it.
+//! `signatureSubscribe` goes where the signature was sent; `slotSubscribe` and `rootSubscribe` to the chain
+//! that issued the caller's latest blockhash (the same rule as `getBlockHeight`); the rest to the base layer.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use ahash::AHashMap;
+use async_tungstenite::tungstenite::Message;
+use futures_util::{SinkExt, StreamExt};
+
+use super::net::Dest;
+use super::pubkey::Pubkey;
+use super::table::Status;
+use super::SolanaRoute;
+use crate::core::forward::{Caller, ProxyError};
+use crate::jsonscan::{nth_element, object_field, plain_str};
+use crate::runtime::queue::LocalQueue;
+use crate::runtime::{sleep, spawn};
+use crate::transport::ws::connect_ws;
+
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// Whether a WebSocket method is a Solana subscription call this module serves.
+pub fn is_subscription_method(method: &str) -> bool {
+    method.ends_with("Subscribe") || method.ends_with("Unsubscribe")
+}
+
+struct ClientSub {
+    id: u64,
+    /// e.g. `accountSubscribe`; notifications are `accountNotification`.
+    method: String,
+    params: Vec<u8>,
+    dest: Cell<Dest>,
+    upstream: Cell<Option<u64>>,
+    account: Option<Pubkey>,
+    alive: Cell<bool>,
+}
+
+/// One upstream socket of one client session, to one side.
+struct SideLink {
+    dest: Dest,
+    out: RefCell<Option<Rc<LocalQueue<Message>>>>,
+    /// Request id of a pending subscribe → client subscription id.
+    pending: RefCell<AHashMap<u64, u64>>,
+    /// Upstream subscription id → client subscription id.
+    by_upstream: RefCell<AHashMap<u64, u64>>,
+    next_id: Cell<u64>,
+}
+
+impl SideLink {
+    fn send(&self, method: &str, params: &[u8]) -> Option<u64> {
+        let out = self.out.borrow().clone()?;
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        let mut msg = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":"#);
+        msg.push_str(&String::from_utf8_lossy(params));
+        msg.push('}');
+        out.push(Message::Text(msg)).ok()?;
+        Some(id)
+    }
+
+    fn subscribe(&self, sub: &ClientSub) {
+        if let Some(id) = self.send(&sub.method, &sub.params) {
+            self.pending.borrow_mut().insert(id, sub.id);
+        }
+    }
+
+    fn unsubscribe(&self, sub: &ClientSub) {
+        if let Some(up) = sub.upstream.take() {
+            self.by_upstream.borrow_mut().remove(&up);
+            let method = sub.method.replace("Subscribe", "Unsubscribe");
+            self.send(&method, format!("[{up}]").as_bytes());
+        }
+    }
+}
+
+/// One client connection's Solana subscriptions.
+pub struct Session {
+    sol: Rc<SolanaRoute>,
+    out: Rc<LocalQueue<Message>>,
+    caller: Caller,
+    subs: RefCell<AHashMap<u64, Rc<ClientSub>>>,
+    links: RefCell<AHashMap<Dest, Rc<SideLink>>>,
+    next: Cell<u64>,
+    closed: Cell<bool>,
+}
+
+impl Session {
+    pub fn new(sol: Rc<SolanaRoute>, out: Rc<LocalQueue<Message>>, caller: Caller) -> Rc<Session> {
+        Rc::new(Session {
+            sol,
+            out,
+            caller,
+            subs: RefCell::new(AHashMap::new()),
+            links: RefCell::new(AHashMap::new()),
+            next: Cell::new(0),
+            closed: Cell::new(false),
+        })
+    }
+
+    /// Ends every upstream socket of this session.
+    pub fn close(&self) {
+        self.closed.set(true);
+        for sub in self.subs.borrow_mut().drain() {
+            sub.1.alive.set(false);
+        }
+        for link in self.links.borrow_mut().drain() {
+            if let Some(out) = link.1.out.borrow_mut().take() {
+                out.close();
+            }
+        }
+    }
+
+    /// Serves a subscribe or unsubscribe call; returns the reply's `result` or an error.
+    pub async fn handle(self: &Rc<Self>, method: &str, params: Option<&[u8]>) -> Result<Vec<u8>, ProxyError> {
+        let params = params.unwrap_or(b"[]");
+        if method.ends_with("Unsubscribe") {
+            let id = nth_element(params, 0).and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok());
+            let removed = id.and_then(|id| self.subs.borrow_mut().remove(&id));
+            return Ok(match removed {
+                Some(sub) => {
+                    sub.alive.set(false);
+                    if let Some(link) = self.links.borrow().get(&sub.dest.get()) {
+                        link.unsubscribe(&sub);
+                    }
+                    b"true".to_vec()
+                }
+                None => b"false".to_vec(),
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut account = None;
+        let dest = match method {
+            "accountSubscribe" => {
+                let Some(key) = nth_element(params, 0).and_then(plain_str).and_then(Pubkey::from_base58) else {
+                    return Err(invalid("accountSubscribe: params[0] must be a base58 account key"));
+                };
+                account = Some(key);
+                dest_for(&self.sol, key, deadline).await?
+            }
+            "signatureSubscribe" => nth_element(params, 0)
+                .and_then(plain_str)
+                .and_then(|s| self.sol.net.signatures.get(s))
+                .map_or(Dest::Base, Dest::from_code),
+            "slotSubscribe" | "rootSubscribe" => super::router::caller_chain(&self.sol, &self.caller),
+            "programSubscribe" => {
+                return Err(ProxyError::Rejected {
+                    code: -32601,
+                    message: "programSubscribe is not supported by the magic router: it would mix base-layer and ephemeral-rollup state".into(),
+                })
+            }
+            _ => Dest::Base,
+        };
+        let id = self.next.get() + 1;
+        self.next.set(id);
+        let sub = Rc::new(ClientSub {
+            id,
+            method: method.to_string(),
+            params: params.to_vec(),
+            dest: Cell::new(dest),
+            upstream: Cell::new(None),
+            account,
+            alive: Cell::new(true),
+        });
+        self.subs.borrow_mut().insert(id, sub.clone());
+        self.link(dest).subscribe(&sub);
+        if let Some(key) = account {
+            let session = Rc::downgrade(self);
+            spawn(async move { follow(session, sub, key).await });
+        }
+        Ok(itoa::Buffer::new().format(id).as_bytes().to_vec())
+    }
+
+    fn link(self: &Rc<Self>, dest: Dest) -> Rc<SideLink> {
+        if let Some(l) = self.links.borrow().get(&dest) {
+            return l.clone();
+        }
+        let link = Rc::new(SideLink {
+            dest,
+            out: RefCell::new(None),
+            pending: RefCell::new(AHashMap::new()),
+            by_upstream: RefCell::new(AHashMap::new()),
+            next_id: Cell::new(0),
+        });
+        self.links.borrow_mut().insert(dest, link.clone());
+        let (session, l) = (Rc::downgrade(self), link.clone());
+        spawn(async move { run_side_link(session, l).await });
+        link
+    }
+
+    /// Moves `sub` to `dest`: unsubscribe on the old side, subscribe on the new one; same client id.
+    fn move_sub(self: &Rc<Self>, sub: &ClientSub, dest: Dest) {
+        let old = sub.dest.replace(dest);
+        if old == dest {
+            return;
+        }
+        tracing::debug!(network = %self.sol.net.name, account = ?sub.account, from = self.sol.net.dest_name(old), to = self.sol.net.dest_name(dest), "subscription follows its account");
+        if let Some(link) = self.links.borrow().get(&old) {
+            link.unsubscribe(sub);
+        }
+        self.link(dest).subscribe(sub);
+    }
+}
+
+fn invalid(message: &str) -> ProxyError {
+    ProxyError::Rejected {
+        code: -32602,
+        message: message.into(),
+    }
+}
+
+async fn dest_for(sol: &Rc<SolanaRoute>, key: Pubkey, deadline: Instant) -> Result<Dest, ProxyError> {
+    match sol.status(key, deadline).await? {
+        Status::Delegated { er: Some(k), .. } => Ok(Dest::Er(k)),
+        Status::Delegated { er: None, .. } => Err(invalid(
+            "the account is delegated to an ephemeral rollup this router does not serve",
+        )),
+        _ => Ok(Dest::Base),
+    }
+}
+
+/// Moves an account subscription whenever the delegation table changes its mind about the account.
+async fn follow(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey) {
+    loop {
+        let Some(s) = session.upgrade() else { return };
+        if !sub.alive.get() || s.closed.get() {
+            return;
+        }
+        let entry = s.sol.watch(key);
+        let listener = entry.changed.listen();
+        let dest = match entry.trusted() {
+            Some(_) => dest_for(&s.sol, key, Instant::now() + Duration::from_secs(5))
+                .await
+                .ok(),
+            // In limbo: read the record again before trusting it.
+            None if !entry.fetching.get() => {
+                let _ = s.sol.refresh(&entry, Instant::now() + Duration::from_secs(5)).await;
+                match entry.status.get() {
+                    Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
+                    Status::Undelegated => Some(Dest::Base),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        if let Some(d) = dest {
+            s.move_sub(&sub, d);
+        }
+        let sd = s.sol.route.shutdown.clone();
+        drop(s);
+        // Woken by status changes; a slow tick guards against a missed wake-up after a failed read.
+        futures_lite::future::or(
+            futures_lite::future::or(listener, sleep(Duration::from_secs(1))),
+            sd.triggered(),
+        )
+        .await;
+    }
+}
+
+/// Keeps one side's socket up for a session: connect (rotating over that side's providers with a
+/// WebSocket), resubscribe everything assigned to the side, relay notifications under client ids.
+async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
+    let mut backoff = RECONNECT_MIN;
+    let mut attempt = 0usize;
+    loop {
+        let Some(s) = session.upgrade() else { return };
+        if s.closed.get() || s.sol.route.shutdown.is_triggered() {
+            return;
+        }
+        let mask = s.sol.net.providers(link.dest);
+        let route = &s.sol.route;
+        let candidates: Vec<usize> = (0..route.upstreams.len())
+            .filter(|&i| mask & (1 << i) != 0 && route.ws_urls[i].is_some())
+            .collect();
+        if candidates.is_empty() {
+            tracing::warn!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "no provider on this side has a ws_url; subscriptions there cannot be served");
+            return;
+        }
+        let p = candidates[attempt % candidates.len()];
+        attempt += 1;
+        let url = route.ws_urls[p].clone().expect("filtered");
+        let deadline = Instant::now() + Duration::from_millis(route.connect_timeout_ms);
+        let (addrs, tls) = (route.ws_addrs[p].clone(), route.ws_tls.clone());
+        drop(s);
+        let socket = match connect_ws(&url, &addrs, tls, deadline).await {
+            Ok(socket) => socket,
+            Err(_) => {
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+        };
+        backoff = RECONNECT_MIN;
+        let Some(s) = session.upgrade() else { return };
+        let (mut sink, mut stream) = socket.split();
+        let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 16);
+        *link.out.borrow_mut() = Some(out.clone());
+        link.pending.borrow_mut().clear();
+        link.by_upstream.borrow_mut().clear();
+        let assigned: Vec<Rc<ClientSub>> = s
+            .subs
+            .borrow()
+            .values()
+            .filter(|sub| sub.dest.get() == link.dest)
+            .cloned()
+            .collect();
+        for sub in assigned {
+            sub.upstream.set(None);
+            link.subscribe(&sub);
+        }
+        drop(s);
+        let writer_out = out.clone();
+        let writer = async move {
+            while let Some(msg) = writer_out.pop().await {
+                if sink.send(msg).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        };
+        let reader = async {
+            while let Some(frame) = stream.next().await {
+                let text = match frame {
+                    Ok(Message::Text(t)) => t.into_bytes(),
+                    Ok(Message::Binary(b)) => b,
+                    Ok(Message::Close(_)) | Err(_) => break,
+                    Ok(_) => continue,
+                };
+                let Some(s) = session.upgrade() else { break };
+                on_side_message(&s, &link, &text);
+            }
+        };
+        futures_lite::future::or(reader, writer).await;
+        out.close();
+        *link.out.borrow_mut() = None;
+        let Some(s) = session.upgrade() else { return };
+        if s.closed.get() {
+            return;
+        }
+        tracing::debug!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "client's upstream WebSocket lost; reconnecting");
+        drop(s);
+        sleep(backoff).await;
+    }
+}
+
+fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
+    let number = |raw: &[u8]| std::str::from_utf8(raw).ok()?.trim().parse::<u64>().ok();
+    if let (Some(method), Some(params)) = (object_field(text, "method"), object_field(text, "params")) {
+        let Some(up) = object_field(params, "subscription").and_then(number) else {
+            return;
+        };
+        let Some(result) = object_field(params, "result") else {
+            return;
+        };
+        let Some(cid) = link.by_upstream.borrow().get(&up).copied() else {
+            return;
+        };
+        let Some(sub) = s.subs.borrow().get(&cid).cloned() else {
+            return;
+        };
+        if sub.dest.get() != link.dest {
+            return; // moved: the old side's last words are not the account's state any more
+        }
+        let mut msg = String::with_capacity(64 + result.len());
+        msg.push_str(r#"{"jsonrpc":"2.0","method":"#);
+        msg.push_str(&String::from_utf8_lossy(method));
+        msg.push_str(r#","params":{"result":"#);
+        msg.push_str(&String::from_utf8_lossy(result));
+        msg.push_str(r#","subscription":"#);
+        msg.push_str(itoa::Buffer::new().format(cid));
+        msg.push_str("}}");
+        let _ = s.out.push(Message::Text(msg));
+        // A signature subscription ends with its one notification (the node drops it too).
+        if sub.method == "signatureSubscribe" && plain_str(method) == Some("signatureNotification") {
+            let received = object_field(result, "value").is_some_and(|v| object_field(v, "err").is_some());
+            if received {
+                sub.alive.set(false);
+                s.subs.borrow_mut().remove(&cid);
+                link.by_upstream.borrow_mut().remove(&up);
+            }
+        }
+        return;
+    }
+    let Some(req) = object_field(text, "id").and_then(number) else {
+        return;
+    };
+    let Some(cid) = link.pending.borrow_mut().remove(&req) else {
+        return;
+    };
+    let Some(sub) = s.subs.borrow().get(&cid).cloned() else {
+        // Unsubscribed meanwhile: nothing will be relayed for it; the socket's end releases it upstream.
+        return;
+    };
+    match object_field(text, "result").and_then(number) {
+        Some(up) => {
+            sub.upstream.set(Some(up));
+            link.by_upstream.borrow_mut().insert(up, cid);
+        }
+        None => {
+            // Refused upstream: tell the client as a notification cannot; log it.
+            tracing::debug!(network = %s.sol.net.name, method = %sub.method, "upstream refused a subscription");
+        }
+    }
+}

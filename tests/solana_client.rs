@@ -1,0 +1,147 @@
+//! A real Solana client (solana-py, `tests/solana/flow.py`) through Prism's magic router: take a blockhash
+//! (getLatestBlockhash, or getBlockhashForAccounts for a delegated account), send a signed transaction and let
+//! solana-py confirm it against `last_valid_block_height`, then read the account back. The base layer's block
+//! height (300 000 000) and the ER's (5 000) differ so widely that a getBlockHeight answered by the wrong chain
+//! makes solana-py declare the blockhash expired at once.
+//!
+//! Needs `python3 -m pip install solana solders` (scripts/deps/solana.sh).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::solana_fake::*;
+
+const ON_BASE: u64 = 1_111;
+const ON_ER1: u64 = 2_222;
+
+/// A child process killed on drop (even on panic).
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs flow.py against `url` with these `session:mode` jobs; returns (success, one JSON value per flow, all
+/// output). Fails the test after 60 s.
+fn run_flow(url: &str, jobs: &[&str]) -> (bool, Vec<Value>, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let probe = Command::new("python3")
+        .args(["-c", "import solana, solders"])
+        .status()
+        .expect("python3 on PATH");
+    assert!(
+        probe.success(),
+        "solana-py is not installed: run scripts/deps/solana.sh (python3 -m pip install solana solders)"
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("tests/solana/flow.py"))
+        .arg(url)
+        .arg(root.join("tests/fixtures/solana/fixtures.json"))
+        .args(jobs)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut kid = Kid(cmd.spawn().expect("spawn python3 flow.py"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = kid.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "flow.py {jobs:?} did not finish within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    kid.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut err = String::new();
+    kid.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let results: Vec<Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let all = format!("stdout:\n{out}\nstderr:\n{err}");
+    println!("flow.py {jobs:?}:\n{all}");
+    (status.success(), results, all)
+}
+
+fn seeded() -> Magic {
+    let m = Magic::start();
+    for name in ["payer", "alice", "bob"] {
+        m.base.set_lamports(&pk(name), ON_BASE);
+        m.er1.set_account(&pk(name), Account::new(ON_ER1, &pk("program"), &[]));
+    }
+    m.base.delegate(&pk("alice"), &pk("er1_identity"));
+    m
+}
+
+fn url(m: &Magic) -> String {
+    format!("http://{}/", m.prism.addr())
+}
+
+#[test]
+fn solana_py_flow_runs_against_the_fake_base_layer_directly() {
+    // The client harness itself, with no router in between: a base flow confirms on the base fake.
+    let base = SolanaFake::base();
+    base.set_lamports(&pk("bob"), ON_BASE);
+    let (ok, res, all) = run_flow(&format!("{}/", base.url()), &["-:base"]);
+    assert!(ok, "{all}");
+    assert_eq!(res.len(), 1, "{all}");
+    assert!(base.knows_signature(res[0]["signature"].as_str().unwrap()));
+    assert!(
+        base.count("getBlockHeight") >= 1,
+        "solana-py confirmed without getBlockHeight?"
+    );
+    assert!(base.count("getSignatureStatuses") >= 1);
+}
+
+#[test]
+fn solana_py_confirms_a_base_transaction_and_then_an_er_transaction_through_prism() {
+    let m = seeded();
+    let (ok, res, all) = run_flow(&url(&m), &["-:base"]);
+    assert!(ok, "base flow: {all}");
+    let r = &res[0];
+    assert_eq!(r["blockhash"], json!(m.base.blockhash()), "{all}");
+    let sig = r["signature"].as_str().unwrap();
+    assert!(m.base.knows_signature(sig), "the base transaction did not reach base");
+    assert!(!m.er1.knows_signature(sig));
+    assert_eq!(r["balance"], json!(ON_BASE), "bob read from base: {all}");
+
+    let er_heights = m.er1.count("getBlockHeight");
+    let (ok, res, all) = run_flow(&url(&m), &["-:er"]);
+    assert!(ok, "ER flow (an ER blockhash confirmed with ER heights): {all}");
+    let r = &res[0];
+    assert_eq!(r["blockhash"], json!(m.er1.blockhash()), "{all}");
+    assert_eq!(r["last_valid"], json!(m.er1.block_height() + 150), "{all}");
+    let sig = r["signature"].as_str().unwrap();
+    assert!(m.er1.knows_signature(sig), "the ER transaction did not reach the ER");
+    assert!(!m.base.knows_signature(sig));
+    assert!(
+        m.er1.count("getBlockHeight") > er_heights,
+        "solana-py's getBlockHeight was not answered by the ER"
+    );
+    assert!(m.er1.count("getSignatureStatuses") >= 1);
+    assert_eq!(r["lamports"], json!(ON_ER1), "delegated alice read from the ER: {all}");
+    assert_eq!(r["balance"], json!(ON_ER1), "{all}");
+}
+
+#[test]
+fn concurrent_solana_py_clients_keep_their_own_chain_by_session() {
+    let m = seeded();
+    let (ok, res, all) = run_flow(&url(&m), &["er-a:er", "base-b:base", "er-c:er"]);
+    assert!(ok, "{all}");
+    assert_eq!(res.len(), 3, "{all}");
+    for r in &res {
+        let sig = r["signature"].as_str().unwrap_or_else(|| panic!("{r}"));
+        match r["mode"].as_str().unwrap() {
+            "er" => assert!(m.er1.knows_signature(sig), "{r}"),
+            _ => assert!(m.base.knows_signature(sig), "{r}"),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The Solana magic router over WebSocket, black box: accountSubscribe follows an account across delegation
+//! changes under one client subscription id, slot and signature subscriptions reach the right side,
+//! unsubscribes answer true, Prism listens on its port and on port + 1, and a dropped base-layer socket puts
+//! accounts in limbo (refetched before routing, resubscribed and refetched after the reconnect).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::Duration;
+use support::solana_fake::*;
+use support::wait_until;
+
+const WAIT: Duration = Duration::from_secs(10);
+const ON_BASE: u64 = 1_111;
+const ON_ER1: u64 = 2_222;
+
+fn seed(m: &Magic, name: &str) -> String {
+    let key = pk(name);
+    m.base.set_lamports(&key, ON_BASE);
+    m.er1.set_account(&key, Account::new(ON_ER1, &pk("program"), &[]));
+    key
+}
+
+fn ws(m: &Magic) -> SolWs {
+    SolWs::connect(m.prism.addr(), "/")
+}
+
+fn plus_one(m: &Magic) -> SocketAddr {
+    let a = m.prism.addr();
+    SocketAddr::new(a.ip(), a.port() + 1)
+}
+
+fn lamports(m: &Magic, key: &str) -> u64 {
+    let r = m.result(
+        "getAccountInfo",
+        json!([key, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    r["value"]["lamports"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("getAccountInfo {key}: {r}"))
+}
+
+/// Waits for an accountNotification of `sub` whose value has `lamports`.
+fn account_note(c: &mut SolWs, sub: u64, lamports: u64, what: &str) -> Value {
+    c.notification_where("accountNotification", WAIT, |n| {
+        n["subscription"] == json!(sub) && n["result"]["value"]["lamports"] == json!(lamports)
+    })
+    .unwrap_or_else(|| panic!("{what}: no accountNotification with lamports {lamports} on subscription {sub}"))
+}
+
+#[test]
+fn websocket_is_served_on_the_listen_port_and_on_port_plus_one() {
+    let m = Magic::start();
+    for addr in [m.prism.addr(), plus_one(&m)] {
+        let mut c = SolWs::connect(addr, "/");
+        let v = c.call("getSlot", json!([]));
+        assert_eq!(v["result"], json!(m.base.slot()), "getSlot over WS on {addr}: {v}");
+        let sub = c.subscribe("slotSubscribe", json!([]));
+        assert!(
+            wait_until(WAIT, || m.base.slot_subs() >= 1),
+            "no upstream slotSubscribe"
+        );
+        m.base.advance(1);
+        let n = c
+            .notification_where("slotNotification", WAIT, |n| {
+                n["result"]["slot"] == json!(m.base.slot())
+            })
+            .unwrap_or_else(|| panic!("no slotNotification on {addr}"));
+        assert_eq!(n["subscription"], json!(sub));
+        let r = c.call("slotUnsubscribe", json!([sub]));
+        assert_eq!(r["result"], json!(true), "{r}");
+        c.close();
+    }
+}
+
+#[test]
+fn account_subscription_follows_the_account_across_delegation_changes() {
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    let mut c = ws(&m);
+    let sub = c.subscribe(
+        "accountSubscribe",
+        json!([alice, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    assert!(
+        wait_until(WAIT, || m.base.account_subs(&alice) >= 1),
+        "undelegated alice: subscribed on base"
+    );
+    assert_eq!(m.er1.account_subs(&alice), 0);
+    m.base.set_lamports(&alice, ON_BASE + 1);
+    account_note(&mut c, sub, ON_BASE + 1, "base change");
+
+    m.base.delegate(&alice, &pk("er1_identity"));
+    assert!(
+        wait_until(WAIT, || m.er1.account_subs(&alice) >= 1),
+        "delegated alice: subscription not moved to the ER"
+    );
+    m.er1.set_account(&alice, Account::new(ON_ER1 + 1, &pk("program"), &[]));
+    let n = account_note(&mut c, sub, ON_ER1 + 1, "ER change after delegation");
+    assert_eq!(n["result"]["value"]["owner"], json!(pk("program")));
+    // Base changes no longer reach the client.
+    m.base.set_lamports(&alice, ON_BASE + 2);
+    m.er1.set_account(&alice, Account::new(ON_ER1 + 2, &pk("program"), &[]));
+    let n = c
+        .notification("accountNotification", WAIT)
+        .expect("a notification after the ER change");
+    assert_eq!(
+        n["result"]["value"]["lamports"],
+        json!(ON_ER1 + 2),
+        "base-layer change leaked to a client of a delegated account: {n}"
+    );
+
+    m.base.undelegate(&alice);
+    assert!(
+        wait_until(WAIT, || m.base.account_subs(&alice) >= 1
+            && m.er1.account_subs(&alice) == 0),
+        "undelegated alice: subscription not moved back to base (base {}, er {})",
+        m.base.account_subs(&alice),
+        m.er1.account_subs(&alice)
+    );
+    m.base.set_lamports(&alice, ON_BASE + 3);
+    account_note(&mut c, sub, ON_BASE + 3, "base change after undelegation");
+
+    let r = c.call("accountUnsubscribe", json!([sub]));
+    assert_eq!(r["result"], json!(true), "{r}");
+    assert!(
+        wait_until(WAIT, || m.base.account_subs(&alice) == 0),
+        "upstream account subscription kept after the last client left"
+    );
+}
+
+#[test]
+fn slot_subscription_follows_the_callers_blockhash_origin() {
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    m.base.delegate(&alice, &pk("er1_identity"));
+    // This caller (no keys, no session header: the shared caller) took an ER blockhash.
+    m.result("getBlockhashForAccounts", json!([[alice]]));
+    let mut c = ws(&m);
+    let sub = c.subscribe("slotSubscribe", json!([]));
+    assert!(
+        wait_until(WAIT, || m.er1.slot_subs() >= 1),
+        "slotSubscribe did not reach the ER"
+    );
+    m.er1.advance(1);
+    let n = c
+        .notification_where("slotNotification", WAIT, |n| n["result"]["slot"] == json!(m.er1.slot()))
+        .expect("ER slot notification");
+    assert_eq!(n["subscription"], json!(sub));
+}
+
+#[test]
+fn signature_subscription_goes_to_the_side_the_transaction_went_to() {
+    let m = Magic::start();
+    seed(&m, "alice");
+    m.base.delegate(&pk("alice"), &pk("er1_identity"));
+    m.er1.hold_signatures(true);
+    let sig = tx_str("write_alice_er", "signature");
+    let v = m.call("sendTransaction", json!([tx_str("write_alice_er", "base58")]));
+    assert_eq!(v["result"], json!(sig), "{v}");
+    let mut c = ws(&m);
+    let sub = c.subscribe("signatureSubscribe", json!([sig, {"commitment": "confirmed"}]));
+    assert!(
+        wait_until(WAIT, || m.er1.signature_subs(&sig) >= 1),
+        "signatureSubscribe did not reach the ER"
+    );
+    assert_eq!(m.base.signature_subs(&sig), 0);
+    m.er1.land(&sig);
+    let n = c
+        .notification("signatureNotification", WAIT)
+        .expect("signatureNotification from the ER");
+    assert_eq!(n["subscription"], json!(sub), "{n}");
+    assert_eq!(n["result"]["value"]["err"], Value::Null, "{n}");
+
+    // And on the base layer for a base transaction; unsubscribe answers true.
+    m.base.hold_signatures(true);
+    let sig2 = tx_str("read_alice", "signature");
+    m.call("sendTransaction", json!([tx_str("read_alice", "base58")]));
+    let sub2 = c.subscribe("signatureSubscribe", json!([sig2, {"commitment": "confirmed"}]));
+    assert!(
+        wait_until(WAIT, || m.base.signature_subs(&sig2) >= 1),
+        "base signatureSubscribe"
+    );
+    let r = c.call("signatureUnsubscribe", json!([sub2]));
+    assert_eq!(r["result"], json!(true), "{r}");
+}
+
+#[test]
+fn a_dropped_base_socket_puts_accounts_in_limbo_until_refetched() {
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    let bob = seed(&m, "bob");
+    m.base.delegate(&alice, &pk("er1_identity"));
+    assert_eq!(lamports(&m, &alice), ON_ER1);
+    assert_eq!(lamports(&m, &bob), ON_BASE);
+    let (ra, rb) = (record_of("alice"), record_of("bob"));
+    assert!(
+        wait_until(WAIT, || m.base.account_subs(&ra) >= 1 && m.base.account_subs(&rb) >= 1),
+        "records not subscribed"
+    );
+    // The base socket dies and cannot come back yet; alice is undelegated meanwhile, unheard.
+    m.base.set_ws_refuse(true);
+    assert!(m.base.drop_websockets() >= 1);
+    m.base.undelegate(&alice);
+    let fetched = m.base.count_for("getAccountInfo", &ra);
+    assert_eq!(
+        lamports(&m, &alice),
+        ON_BASE,
+        "a limbo account must be refetched before routing: alice is no longer delegated"
+    );
+    assert!(
+        m.base.count_for("getAccountInfo", &ra) > fetched,
+        "alice's record was not refetched"
+    );
+    // The socket comes back: Prism resubscribes (confirmed) and refetches what it covered (bob too).
+    let bob_fetches = m.base.count_for("getAccountInfo", &rb);
+    m.base.set_ws_refuse(false);
+    assert!(
+        wait_until(WAIT, || m.base.account_subs(&rb) >= 1),
+        "bob's record not resubscribed after the reconnect"
+    );
+    assert!(
+        wait_until(WAIT, || m.base.count_for("getAccountInfo", &rb) > bob_fetches),
+        "bob's record not refetched after the reconnect"
+    );
+    // And delegation news flows again.
+    m.base.delegate(&bob, &pk("er1_identity"));
+    assert!(
+        wait_until(WAIT, || lamports(&m, &bob) == ON_ER1),
+        "bob never moved to the ER"
+    );
+}
