@@ -5,8 +5,8 @@
   them, the same call under every kind of id, and the edge cases the parser refuses on purpose.
 - http_head: real request heads as clients send them (curl, ethers/undici, a browser's WebSocket upgrade,
   chunked uploads with extensions and trailers).
-- solana_tx: the lead's fixtures under tests/fixtures/solana/ when present (raw bytes, and any base58 /
-  base64 text in them as is).
+- solana_tx: the lead's fixtures (tests/fixtures/solana/fixtures.json): every transaction as base58 text,
+  base64 text and wire bytes, and the address lookup table account.
 
 Idempotent: files are named by the SHA-1 of their content. Run from anywhere: python3 fuzz/seed.py
 """
@@ -97,12 +97,21 @@ def http_head():
 
 
 def solana_tx():
-    fixtures = ROOT / "tests" / "fixtures" / "solana"
-    if not fixtures.is_dir():
+    fixtures = ROOT / "tests" / "fixtures" / "solana" / "fixtures.json"
+    if not fixtures.is_file():
         return
-    for f in sorted(fixtures.rglob("*")):
-        if f.is_file() and f.stat().st_size <= 64 * 1024:
-            put("solana_tx", f.read_bytes())
+    import base64
+
+    doc = json.loads(fixtures.read_text())
+    for name, tx in sorted(doc.get("transactions", {}).items()):
+        for enc in ("base58", "base64"):
+            if enc in tx:
+                put("solana_tx", tx[enc])  # the text a client sends
+        if "base64" in tx:
+            put("solana_tx", base64.b64decode(tx["base64"]))  # the wire bytes
+    alt = doc.get("alt", {})
+    if "data_base64" in alt:
+        put("solana_tx", base64.b64decode(alt["data_base64"]))  # an address lookup table account
 
 
 if __name__ == "__main__":
