@@ -249,6 +249,11 @@ fn serve(stream: TcpStream, inner: &Inner) {
 
 fn answer_body(body: &[u8], inner: &Inner) -> Vec<u8> {
     let Ok(whole) = json::whole(body) else {
+        inner.asked.lock().unwrap().push(Asked {
+            method: String::new(),
+            params: json::text(body),
+            hit: false,
+        });
         return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"replay: not JSON"}}"#.to_vec();
     };
     if whole.first() == Some(&b'[') {
@@ -263,9 +268,9 @@ fn answer_body(body: &[u8], inner: &Inner) -> Vec<u8> {
     }
 }
 
-/// The answer to one call object; `None` for a notification.
+/// The answer to one call object; `None` for a notification. Every call is recorded in `asked`, even one
+/// that is not JSON (method `""`).
 fn answer_one(call: &[u8], inner: &Inner) -> Option<Vec<u8>> {
-    let id = json::field(call, "id")?;
     let v: Value = serde_json::from_slice(call).unwrap_or(Value::Null);
     let method = v["method"].as_str().unwrap_or("").to_string();
     let params = v.get("params").cloned().unwrap_or(Value::Array(vec![]));
@@ -276,6 +281,7 @@ fn answer_one(call: &[u8], inner: &Inner) -> Option<Vec<u8>> {
         params: k.1.clone(),
         hit: recorded.is_some(),
     });
+    let id = json::field(call, "id")?;
     Some(match recorded {
         Some(bytes) => with_id(bytes, id),
         None => {
