@@ -441,3 +441,29 @@ fn valid_json_with_a_long_exponent_is_served() {
         }
     }
 }
+
+/// What finding 2 costs a deployment: a node answers an unparsable body as geth does (`-32700`, id null),
+/// Prism takes that for a broken provider (wrong id) and counts it toward the breaker, so a few malformed
+/// requests from one client take a healthy provider out for everyone.
+#[test]
+#[ignore = "known bug, fuzz/RESULTS.md finding 2: malformed bodies forwarded upstream open a healthy provider's breaker"]
+fn malformed_bodies_do_not_open_a_healthy_providers_breaker() {
+    let fake = support::FakeProvider::start();
+    let prism = Prism::builder()
+        .provider(&fake)
+        .network_option("probe_interval_ms", 100)
+        .start();
+    support::wait_serving(&prism, &["p1"]);
+    for _ in 0..10 {
+        let _ = prism.rpc(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[1\0x]}");
+    }
+    let state = prism.provider_state("p1");
+    let resp = prism.rpc(support::call("2", "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+    assert_eq!(
+        state,
+        "closed",
+        "p1 after 10 malformed client bodies; then a valid read got {}",
+        resp.describe()
+    );
+    support::expect_http_result(&resp, "2");
+}
