@@ -73,7 +73,11 @@ fn check_parse(wire: &[u8]) {
     let Ok(tx) = Transaction::parse(wire) else {
         return;
     };
-    assert_eq!(serialize(&tx), wire, "parsed {tx:?} does not serialize back to its input");
+    assert_eq!(
+        serialize(&tx),
+        wire,
+        "parsed {tx:?} does not serialize back to its input"
+    );
     let _ = tx.signature();
     let _ = tx.blockhash_base58();
     for i in 0..tx.static_keys.len() + 2 {
