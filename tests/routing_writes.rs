@@ -117,11 +117,33 @@ fn expect_failure(r: &support::Response) -> serde_json::Value {
 }
 
 #[test]
-fn write_reset_after_the_request_was_read_is_never_resent() {
+fn write_reset_after_the_request_was_read_is_never_resent_and_answers_32098() {
+    // The node may have taken it: the client learns "outcome unknown" with the hash to poll, not a plain
+    // upstream error it might answer by resending.
+    let expected_hash = keccak_hex(RAW_TX);
     exactly_once(Mode::Reset, 3000, 6, |r, _| {
         let err = expect_failure(r);
-        assert_eq!(err["code"], -32603, "{}", r.describe());
+        assert_eq!(err["code"], -32098, "{}", r.describe());
+        assert_eq!(err["data"]["txHash"], expected_hash.as_str(), "{}", r.describe());
     });
+}
+
+#[test]
+fn write_refused_with_429_goes_to_the_next_provider_once() {
+    // A 429 means the provider did not take the transaction: another provider may, still exactly once.
+    let (p1, p2) = (FakeProvider::start(), FakeProvider::start());
+    p1.set_method_mode(SEND, Mode::Status(429));
+    p2.set_reply(SEND, Reply::Result(OK_HASH.into()));
+    let prism = builder(&p1, &p2, 3000).start();
+    support::wait_serving(&prism, &["p1", "p2"]);
+    for i in 0..4 {
+        let (r, _) = send_tx(&prism, i);
+        assert_eq!(expect_http_result(&r, &i.to_string()), OK_HASH.as_bytes(), "write {i}");
+        assert_eq!(p2.count(SEND), (i + 1) as usize, "write {i} reached p2 exactly once");
+    }
+    assert!(p1.count(SEND) >= 1, "no write met p1's 429: the path was not exercised");
+    let late = support::wait_until(Duration::from_millis(300), || p2.count(SEND) > 4);
+    assert!(!late, "a write was submitted again");
 }
 
 #[test]

@@ -4,14 +4,19 @@
 //! height (300 000 000) and the ER's (5 000) differ so widely that a getBlockHeight answered by the wrong chain
 //! makes solana-py declare the blockhash expired at once.
 //!
-//! Needs `python3 -m pip install solana solders` (scripts/deps/solana.sh).
+//! The same flow with web3.js v1 (`tests/solana/web3/flow.mjs`): it derives the WebSocket as port + 1 and
+//! confirms with signatureSubscribe + getBlockHeight; the fakes hold the transaction until web3.js has
+//! subscribed through Prism, so only the signature notification can confirm it.
+//!
+//! Needs solana-py + solders (pip) and web3.js (npm ci in tests/solana/web3): scripts/deps/solana.sh.
 
 mod support;
 
 use serde_json::{json, Value};
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use support::solana_fake::*;
 
@@ -144,4 +149,111 @@ fn concurrent_solana_py_clients_keep_their_own_chain_by_session() {
             _ => assert!(m.base.knows_signature(sig), "{r}"),
         }
     }
+}
+
+/// Runs web3.js flow.mjs in `mode` against Prism; once it printed the signature it sent, waits until that
+/// signature is subscribed on `side` (through Prism's port + 1 WebSocket) and lands it there. Returns the
+/// JSON lines the flow printed; panics with its output when it fails.
+fn run_web3(m: &Magic, mode: &str, side: &SolanaFake, other: &SolanaFake) -> Vec<Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("tests/solana/web3");
+    assert!(
+        dir.join("node_modules/@solana/web3.js").exists(),
+        "web3.js is not installed: run scripts/deps/solana.sh (npm ci in tests/solana/web3)"
+    );
+    side.hold_signatures(true);
+    let mut kid = Kid(Command::new("node")
+        .current_dir(&dir)
+        .arg("flow.mjs")
+        .arg(url(m))
+        .arg(root.join("tests/fixtures/solana/fixtures.json"))
+        .arg(mode)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn node flow.mjs"));
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = kid.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut stderr = kid.0.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut lines: Vec<Value> = Vec::new();
+    let mut landed = false;
+    let status = loop {
+        while let Ok(l) = rx.try_recv() {
+            println!("flow.mjs: {l}");
+            if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                lines.push(v);
+            }
+        }
+        if !landed {
+            if let Some(sig) = lines.iter().find_map(|v| v["signature"].as_str().map(str::to_string)) {
+                if side.signature_subs(&sig) >= 1 {
+                    assert!(
+                        side.knows_signature(&sig),
+                        "{mode}: the transaction did not reach its side"
+                    );
+                    assert!(
+                        !other.knows_signature(&sig),
+                        "{mode}: the transaction reached the other side"
+                    );
+                    assert_eq!(
+                        other.signature_subs(&sig),
+                        0,
+                        "{mode}: signatureSubscribe on the other side"
+                    );
+                    side.land(&sig);
+                    landed = true;
+                }
+            }
+        }
+        if let Some(st) = kid.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "web3.js {mode} flow did not finish within 60 s (landed: {landed}); lines so far: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(50)); // let the reader drain the pipe after exit
+    while let Ok(l) = rx.try_recv() {
+        println!("flow.mjs: {l}");
+        if let Ok(v) = serde_json::from_str::<Value>(&l) {
+            lines.push(v);
+        }
+    }
+    let err = err_reader.join().unwrap_or_default();
+    assert!(
+        status.success() && landed,
+        "web3.js {mode} flow failed ({status}, landed: {landed}); lines: {lines:?}\nstderr:\n{err}"
+    );
+    assert!(
+        lines.iter().any(|v| v["confirmed"] == json!(true)),
+        "{mode}: no confirmation: {lines:?}"
+    );
+    lines
+}
+
+#[test]
+fn web3js_confirms_through_the_port_plus_one_websocket_on_both_chains() {
+    let m = seeded();
+    let lines = run_web3(&m, "base", &m.base, &m.er1);
+    assert_eq!(lines[0]["blockhash"], json!(m.base.blockhash()));
+    let lines = run_web3(&m, "er", &m.er1, &m.base);
+    assert_eq!(lines[0]["blockhash"], json!(m.er1.blockhash()));
+    assert!(
+        m.er1.count("getBlockHeight") >= 1 || m.er1.count("getSignatureStatuses") >= 1,
+        "web3.js confirmed an ER transaction without asking the ER anything"
+    );
 }

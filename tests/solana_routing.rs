@@ -97,6 +97,17 @@ fn undelegated_account_reads_the_base_layer_after_fetching_its_record_confirmed_
         "no base-layer accountSubscribe on alice's record; live: {:?}",
         m.base.account_sub_list()
     );
+    // While the subscription keeps it fresh, reads do not refetch the record (one refetch right after the
+    // subscription is confirmed closes the gap between the first read and the subscription; allowed).
+    let fetched = m.base.count_for("getAccountInfo", &record);
+    for _ in 0..10 {
+        assert_eq!(lamports(&m, &alice), ON_BASE);
+    }
+    let refetched = m.base.count_for("getAccountInfo", &record) - fetched;
+    assert!(
+        refetched <= 1,
+        "the record was refetched {refetched} times over 10 reads although its subscription is live"
+    );
     for s in m.base.account_sub_list() {
         if let SubKind::Account { pubkey, commitment, .. } = s {
             if pubkey == record {
@@ -226,6 +237,12 @@ fn a_failed_record_fetch_is_never_taken_as_undelegated() {
         0,
         "routed to the base layer on a guess while the status was unknown"
     );
+    // An account that is in fact undelegated is not served on a guess either while its record is unreadable.
+    let bob = seed(&m, "bob");
+    let v = m.call("getBalance", json!([bob]));
+    assert_eq!(v["error"]["code"], -32603, "bob's status is unknown: {v}");
+    assert!(msg(&v["error"]).contains("delegation"), "{v}");
+    assert_eq!(m.base.count_for("getBalance", &bob), 0, "bob routed to base on a guess");
     m.base.fail_method("getAccountInfo", None);
     assert!(
         wait_until(WAIT, || m.call("getBalance", json!([alice]))["result"]["value"]
@@ -603,6 +620,28 @@ fn simulate_transaction_routes_like_send_and_answers_exactly_what_the_upstream_s
     assert_eq!(m.base.count("sendTransaction"), 0, "never retried elsewhere");
 }
 
+#[test]
+fn a_transaction_whose_er_fails_is_sent_once_and_never_elsewhere() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    m.er1.fail_http("sendTransaction", Some(503));
+    let v = send(&m, "write_alice_er", true);
+    assert!(
+        v.get("error").is_some(),
+        "an ER that answered 503 cannot have accepted it: {v}"
+    );
+    assert_eq!(
+        m.er1.count("sendTransaction"),
+        1,
+        "a transaction submission is sent exactly once"
+    );
+    assert_eq!(
+        m.base.count("sendTransaction"),
+        0,
+        "a delegated write never falls back to base"
+    );
+}
+
 // ---- race repair -------------------------------------------------------------------------------------------
 
 #[test]
@@ -808,6 +847,62 @@ fn block_height_and_epoch_info_follow_the_callers_latest_blockhash() {
     assert_eq!(call("er-client", "getEpochInfo", json!([]))["blockHeight"], json!(er_h));
 }
 
+#[test]
+fn block_height_follows_the_blockhash_of_each_api_key() {
+    let keys = "[[keys]]\nname = \"er-app\"\nkey = \"er-app-4f2a9c\"\n\n[[keys]]\nname = \"base-app\"\nkey = \"base-app-8b1d3e\"\n";
+    let m = Magic::start_with(false, |b| b.extra_toml(keys));
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let (base_h, er_h) = (m.base.block_height(), m.er1.block_height());
+    let at = |key: &str, method: &str, params: Value| -> Value {
+        let v = m.call_at(&format!("/solana/{key}"), method, params);
+        assert!(v.get("result").is_some(), "{method} with key {key}: {v}");
+        v["result"].clone()
+    };
+    at("er-app-4f2a9c", "getBlockhashForAccounts", json!([[alice]]));
+    at("base-app-8b1d3e", "getLatestBlockhash", json!([]));
+    assert_eq!(
+        at("er-app-4f2a9c", "getBlockHeight", json!([])),
+        json!(er_h),
+        "key with an ER blockhash"
+    );
+    assert_eq!(
+        at("base-app-8b1d3e", "getBlockHeight", json!([])),
+        json!(base_h),
+        "key with a base blockhash"
+    );
+    assert_eq!(
+        at("er-app-4f2a9c", "getEpochInfo", json!([]))["blockHeight"],
+        json!(er_h)
+    );
+    assert_eq!(
+        at("base-app-8b1d3e", "getEpochInfo", json!([]))["blockHeight"],
+        json!(base_h)
+    );
+}
+
+#[test]
+fn with_two_shards_every_connection_sees_the_callers_blockhash_origin_and_signatures() {
+    // Each call below goes on a new connection, so SO_REUSEPORT spreads them over both shards; what one
+    // shard learned (blockhash origin, where a signature went) must hold on the other.
+    let m = Magic::start_with(false, |b| b.shards(2));
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let er_h = m.er1.block_height();
+    m.result("getBlockhashForAccounts", json!([[alice]]));
+    for i in 0..20 {
+        assert_eq!(
+            m.result("getBlockHeight", json!([])),
+            json!(er_h),
+            "call {i}: a connection on another shard lost the caller's ER blockhash"
+        );
+    }
+    let sig = tx_str("write_alice_er", "signature");
+    assert_eq!(send(&m, "write_alice_er", false)["result"], json!(sig));
+    for i in 0..20 {
+        let st = m.result("getSignatureStatuses", json!([[sig]]));
+        assert_eq!(st["value"][0]["slot"], json!(m.er1.slot()), "call {i}: {st}");
+    }
+}
+
 // ---- compat, unsupported, base-only ----------------------------------------------------------------------
 
 #[test]
@@ -915,8 +1010,9 @@ fn base_only_and_unlisted_methods_go_to_base_with_its_answer_unchanged() {
         "{v}"
     );
     assert_eq!(m.base.count("getSupply"), 1);
-    // getHealth is left out: Prism's health prober asks it of every provider, ERs included.
-    for method in ["getSlot", "getVersion", "getGenesisHash", "getSupply"] {
+    // getHealth is left out: Prism's health prober asks it of every provider, ERs included (getSlot is
+    // checked above by its params, which no probe sends).
+    for method in ["getVersion", "getGenesisHash", "getSupply"] {
         assert_eq!(m.er1.count(method), 0, "{method} reached the ER");
     }
 }
@@ -956,4 +1052,182 @@ fn a_batch_mixing_every_kind_of_call_answers_each_by_its_rule() {
     assert_eq!(v6["result"]["value"][1]["lamports"], json!(ON_ER1), "{v6}");
     assert_eq!(by_id(7)["error"]["code"], -32602);
     assert!(m.er1.knows_signature(&tx_str("write_alice_er", "signature")));
+}
+
+// ---- edges worth pinning down -----------------------------------------------------------------------------
+
+#[test]
+fn get_multiple_accounts_keeps_duplicates_and_params_without_a_config() {
+    let m = Magic::start();
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let bob = seed(&m, "bob");
+    let v = m.result("getMultipleAccounts", json!([[alice, bob, alice, bob, bob]]));
+    let lam: Vec<Value> = v["value"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|a| a["lamports"].clone())
+        .collect();
+    assert_eq!(
+        lam,
+        vec![
+            json!(ON_ER1),
+            json!(ON_BASE),
+            json!(ON_ER1),
+            json!(ON_BASE),
+            json!(ON_BASE)
+        ],
+        "duplicate keys each get their own answer in place: {v}"
+    );
+    // No config object: the legacy default encoding (a bare base58 string) comes back from both sides.
+    assert!(v["value"][0]["data"].is_string(), "{v}");
+    assert!(v["value"][1]["data"].is_string(), "{v}");
+    let v = m.result("getAccountInfo", json!([alice]));
+    assert_eq!(
+        v["value"]["lamports"],
+        json!(ON_ER1),
+        "getAccountInfo without a config: {v}"
+    );
+}
+
+#[test]
+fn a_transaction_is_forwarded_with_the_clients_params_unchanged() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    let params = json!([
+        tx_str("write_alice_er", "base64"),
+        {"encoding": "base64", "skipPreflight": true, "preflightCommitment": "processed", "maxRetries": 0}
+    ]);
+    let v = m.call("sendTransaction", params.clone());
+    assert_eq!(v["result"], json!(tx_str("write_alice_er", "signature")), "{v}");
+    assert_eq!(
+        m.er1.params_of("sendTransaction"),
+        vec![params],
+        "the ER must see the client's params"
+    );
+}
+
+#[test]
+fn a_transaction_writing_one_delegated_and_one_undelegated_account_goes_to_the_er() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    seed(&m, "bob");
+    let v = send(&m, "write_alice_bob", false);
+    assert_eq!(v["result"], json!(tx_str("write_alice_bob", "signature")), "{v}");
+    assert!(m.er1.knows_signature(&tx_str("write_alice_bob", "signature")));
+    assert_eq!(m.base.count("sendTransaction"), 0);
+}
+
+#[test]
+fn the_largest_legal_transaction_is_not_refused() {
+    let m = Magic::start();
+    seed(&m, "alice");
+    let t = tx("max_size");
+    assert_eq!(t["raw_len"], json!(1232));
+    assert_eq!(t["base64"].as_str().unwrap().len(), 1644);
+    for (params, enc) in [
+        (json!([tx_str("max_size", "base58")]), "base58"),
+        (json!([tx_str("max_size", "base64"), {"encoding": "base64"}]), "base64"),
+    ] {
+        for method in ["simulateTransaction", "sendTransaction"] {
+            let v = m.call(method, params.clone());
+            assert!(
+                v.get("result").is_some(),
+                "{method} of a 1232-byte transaction ({enc}) refused: {v}"
+            );
+        }
+    }
+    assert_eq!(m.base.count("sendTransaction"), 2);
+}
+
+#[test]
+fn signature_statuses_for_signatures_sent_to_different_sides_are_merged() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    let to_base = tx_str("read_alice", "signature");
+    let to_er = tx_str("write_alice_er", "signature");
+    assert_eq!(send(&m, "read_alice", false)["result"], json!(to_base));
+    assert_eq!(send(&m, "write_alice_er", false)["result"], json!(to_er));
+    assert!(m.base.knows_signature(&to_base) && m.er1.knows_signature(&to_er));
+    let unknown = tx_str("write_alice_bob", "signature");
+    for order in [vec![&to_base, &to_er, &unknown], vec![&to_er, &unknown, &to_base]] {
+        let st = m.result("getSignatureStatuses", json!([order]));
+        let vals = st["value"].as_array().unwrap_or_else(|| panic!("{st}"));
+        assert_eq!(vals.len(), 3, "{st}");
+        for (sig, val) in order.iter().zip(vals) {
+            let want = if **sig == to_base {
+                json!(m.base.slot())
+            } else if **sig == to_er {
+                json!(m.er1.slot())
+            } else {
+                Value::Null
+            };
+            let got = if val.is_null() {
+                Value::Null
+            } else {
+                val["slot"].clone()
+            };
+            assert_eq!(got, want, "status of {sig} in {order:?}: {st}");
+        }
+    }
+}
+
+#[test]
+fn delegation_status_of_a_default_authority_and_routes_of_two_ers() {
+    let m = Magic::two_ers();
+    let bob = delegated(&m, "bob", DEFAULT_PUBKEY);
+    let v = m.result("getDelegationStatus", json!([bob]));
+    assert_eq!(v["isDelegated"], json!(true), "{v}");
+    assert_eq!(
+        v["fqdn"].as_str().map(|s| s.trim_end_matches('/')),
+        Some(m.er1.url().as_str()),
+        "a default-authority record is served by default_er: {v}"
+    );
+    let routes = m.result("getRoutes", json!([]));
+    let mut got: Vec<(Value, Option<String>)> = routes
+        .as_array()
+        .unwrap_or_else(|| panic!("{routes}"))
+        .iter()
+        .map(|r| {
+            (
+                r["identity"].clone(),
+                r["fqdn"].as_str().map(|s| s.trim_end_matches('/').to_string()),
+            )
+        })
+        .collect();
+    got.sort_by_key(|(i, _)| i.to_string());
+    let mut want = vec![
+        (json!(pk("er1_identity")), Some(m.er1.url())),
+        (json!(pk("er2_identity")), Some(m.er2().url())),
+    ];
+    want.sort_by_key(|(i, _)| i.to_string());
+    assert_eq!(got, want, "{routes}");
+}
+
+#[test]
+fn get_multiple_accounts_of_100_keys_alternating_sides_merges_in_order() {
+    let m = Magic::start();
+    let keys: Vec<String> = (1..=100u8)
+        .map(|i| {
+            let mut b = [0u8; 32];
+            b[0] = i;
+            b[31] = 0x5a;
+            b58(&b)
+        })
+        .collect();
+    for (i, k) in keys.iter().enumerate() {
+        m.base.set_lamports(k, 10_000 + i as u64);
+        m.er1
+            .set_account(k, Account::new(20_000 + i as u64, &pk("program"), &[]));
+        if i % 3 == 0 {
+            m.base.delegate(k, &pk("er1_identity"));
+        }
+    }
+    let v = m.result("getMultipleAccounts", json!([keys, {"encoding": "base64"}]));
+    let vals = v["value"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(vals.len(), 100);
+    for (i, a) in vals.iter().enumerate() {
+        let want = if i % 3 == 0 { 20_000 } else { 10_000 } + i as u64;
+        assert_eq!(a["lamports"], json!(want), "key {i} ({})", keys[i]);
+    }
 }

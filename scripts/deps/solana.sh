@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Solana client libraries for tests/solana_client.rs and the fixture generator
-# (tests/fixtures/solana/make_fixtures.py): solana-py and solders from PyPI. Idempotent, quiet when present.
+# Solana clients for tests/solana_client.rs and the fixture generator (tests/fixtures/solana/make_fixtures.py):
+# solana-py + solders from PyPI, and web3.js v1 (pinned by tests/solana/web3/package-lock.json) from npm.
+# Idempotent, quiet when already installed.
 set -euo pipefail
-if python3 -c 'import solana, solders' >/dev/null 2>&1; then
-  exit 0
+cd "$(dirname "$0")/../.."
+# Pinned: the versions the tests were written against.
+if ! python3 -c 'import solana, solders' >/dev/null 2>&1; then
+  python3 -m pip install -q solana==0.41.0 solders==0.29.0 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages solana==0.41.0 solders==0.29.0
+  python3 -c 'import solana, solders' >/dev/null
 fi
-python3 -m pip install -q solana solders 2>/dev/null \
-  || python3 -m pip install -q --break-system-packages solana solders
-python3 -c 'import solana, solders' >/dev/null
+if [ ! -d tests/solana/web3/node_modules/@solana/web3.js ]; then
+  (cd tests/solana/web3 && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

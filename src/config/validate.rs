@@ -199,6 +199,17 @@ impl Config {
                                 "is required for an ephemeral provider (the ER validator identity)",
                             ))
                         }
+                        // `check` fills unset variables with an `unset-NAME` placeholder: only `serve` can tell.
+                        Some(ProviderRole::Ephemeral)
+                            if p.identity.as_deref().is_some_and(|id| {
+                                !id.starts_with("unset-") && crate::solana::Pubkey::from_base58(id).is_none()
+                            }) =>
+                        {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.identity"),
+                                "is not a base58 public key (32 bytes)",
+                            ))
+                        }
                         _ => {}
                     }
                 } else if p.role.is_some() {
@@ -213,6 +224,16 @@ impl Config {
                     return Err(ConfigError::invalid(
                         format!("{at}.providers"),
                         "needs at least one role = \"base\"",
+                    ));
+                }
+                let program = n
+                    .delegation_program
+                    .as_deref()
+                    .unwrap_or(crate::solana::pubkey::DELEGATION_PROGRAM);
+                if !program.starts_with("unset-") && crate::solana::Pubkey::from_base58(program).is_none() {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.delegation_program"),
+                        "is not a base58 public key (32 bytes)",
                     ));
                 }
                 if let Some(er) = &n.default_er {

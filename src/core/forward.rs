@@ -103,7 +103,7 @@ impl std::fmt::Display for ProxyError {
             ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
             ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),
             ProxyError::WriteOutcomeUnknown { .. } => f.write_str(
-                "Transaction submission timed out after it was sent; it may have landed: poll its hash, do not resend blindly",
+                "Transaction submission was cut off after it was sent (timeout or lost connection); it may have landed: poll its hash, do not resend blindly",
             ),
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
             ProxyError::Rejected { message, .. } => f.write_str(message),
@@ -388,11 +388,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             let i = match choice {
                 Choice::Provider(i) => i,
                 // Out of providers after a lagging answer: never hand a client a height below its mark.
-                _ if lagging => {
-                    return self
-                        .synthesized_head()
-                        .unwrap_or_else(|| last.expect("lagging sets last"))
-                }
+                _ if lagging => return self.synthesized_head().unwrap_or_else(|| self.behind_mark()),
                 Choice::AllDown { open, retry_after_ms } => {
                     return last.unwrap_or(CallOutcome::Failed(ProxyError::AllDown {
                         providers_open: open,
@@ -433,7 +429,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     last = Some(answer);
                     lagging = true;
                     if !more {
-                        return self.synthesized_head().unwrap_or_else(|| last.unwrap());
+                        return self.synthesized_head().unwrap_or_else(|| self.behind_mark());
                     }
                 }
                 Verdict::Failed {
@@ -441,27 +437,29 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     sent,
                     retry_class,
                     node_answer,
-                    ..
+                    class,
                 } => {
                     if self.write {
-                        if sent {
+                        // Rate limited or out of quota: the provider refused it, nothing landed there.
+                        let refused = matches!(class, Class::Throttled | Class::QuotaExhausted);
+                        if sent && !refused {
                             return match (error, node_answer) {
                                 (_, Some(answer)) => answer,
-                                (
-                                    ProxyError::Transport {
+                                // The bytes went out and the answer was lost (timeout, reset, a broken
+                                // response): the node may have taken it.
+                                (ProxyError::Transport { provider, .. }, _)
+                                | (ProxyError::BadResponse { provider, .. }, _) => {
+                                    CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
                                         provider,
-                                        error: TransportError::Timeout { .. },
-                                    },
-                                    _,
-                                ) => CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
-                                    provider,
-                                    tx_hash: raw_tx_hash(self.call.params),
-                                }),
+                                        tx_hash: raw_tx_hash(self.call.params),
+                                    })
+                                }
                                 (e, _) => CallOutcome::Failed(e),
                             };
                         }
-                        // Not one byte left Prism: another provider still makes it exactly once.
-                        last = Some(CallOutcome::Failed(error));
+                        // Not one byte left Prism, or the provider refused it: another provider still makes
+                        // it exactly once.
+                        last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
                         continue;
                     }
                     last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
@@ -618,6 +616,14 @@ impl<'r, 'c> Attempts<'r, 'c> {
         CallOutcome::Answer { body, value, is_error }
     }
 
+    /// Every provider is below the client's mark and the answer is a block: an older block would take the
+    /// client's chain backwards, so it gets an error it can retry instead.
+    fn behind_mark(&self) -> CallOutcome {
+        CallOutcome::Failed(ProxyError::NotServed(
+            "Every provider is behind the newest block this client has already seen; retry shortly",
+        ))
+    }
+
     /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark itself is
     /// a height the chain has reached, and answering it keeps the client's view monotonic.
     fn synthesized_head(&self) -> Option<CallOutcome> {
@@ -663,7 +669,8 @@ impl Verdict {
         }
     }
 
-    /// `eth_blockNumber` answered below the client's mark is lagging: learn its head, try another.
+    /// `eth_blockNumber` or a "latest" block answered below the client's mark is lagging: learn the
+    /// provider's real head, try another.
     fn check_head(self, a: &Attempts<'_, '_>, i: usize) -> Verdict {
         match self {
             Verdict::Answer {
@@ -671,8 +678,9 @@ impl Verdict {
                 value,
                 is_error: false,
             } if a.latest && a.mark > 0 => match revealed_head(&a.info, a.latest, &body[value.clone()]) {
-                Some(h) if h < a.mark && a.info.head == HeadHint::ResultIsHead => {
-                    a.route.live.observe_head(i, h);
+                // `eth_blockNumber`, or a "latest" block whose number is below what this client has seen.
+                Some(h) if h < a.mark => {
+                    a.route.live.lower_head(i, h);
                     Verdict::Lagging {
                         answer: CallOutcome::Answer {
                             body,

@@ -134,6 +134,12 @@ impl NetworkLive {
         self.best_head.fetch_max(height, Ordering::AcqRel).max(height)
     }
 
+    /// A provider answered from below what it reported before (a load balancer behind it switched nodes, or
+    /// it fell back): its head is what it just showed, so routing stops sending it clients who are ahead.
+    pub fn lower_head(&self, provider: usize, height: u64) {
+        self.providers[provider].head.fetch_min(height, Ordering::AcqRel);
+    }
+
     /// Re-evaluates drift for every provider against the best head. Returns (provider, now drifted) for each
     /// change, so the caller can log it.
     pub fn update_drift(&self) -> Vec<(usize, bool)> {

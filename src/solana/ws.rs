@@ -40,6 +40,10 @@ struct ClientSub {
     upstream: Cell<Option<u64>>,
     account: Option<Pubkey>,
     alive: Cell<bool>,
+    /// The upstream refused it (set with the reason's text).
+    refused: RefCell<Option<String>>,
+    /// Fired when the upstream confirms or refuses.
+    settled: event_listener::Event,
 }
 
 /// One upstream socket of one client session, to one side.
@@ -167,9 +171,34 @@ impl Session {
             upstream: Cell::new(None),
             account,
             alive: Cell::new(true),
+            refused: RefCell::new(None),
+            settled: event_listener::Event::new(),
         });
         self.subs.borrow_mut().insert(id, sub.clone());
         self.link(dest).subscribe(&sub);
+        // Like a validator, answer only once the subscription is live upstream: a change right after the
+        // client has its id must reach it.
+        while sub.upstream.get().is_none() && sub.refused.borrow().is_none() {
+            let settled = sub.settled.listen();
+            if sub.upstream.get().is_some() || sub.refused.borrow().is_some() {
+                break;
+            }
+            if crate::runtime::timeout_at(deadline, settled).await.is_err() {
+                self.subs.borrow_mut().remove(&id);
+                sub.alive.set(false);
+                return Err(ProxyError::NotServed(
+                    "the upstream did not confirm the subscription in time",
+                ));
+            }
+        }
+        if let Some(why) = sub.refused.borrow_mut().take() {
+            self.subs.borrow_mut().remove(&id);
+            sub.alive.set(false);
+            return Err(ProxyError::Rejected {
+                code: -32602,
+                message: why,
+            });
+        }
         if let Some(key) = account {
             let session = Rc::downgrade(self);
             spawn(async move { follow(session, sub, key).await });
@@ -401,10 +430,20 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         Some(up) => {
             sub.upstream.set(Some(up));
             link.by_upstream.borrow_mut().insert(up, cid);
+            sub.settled.notify(usize::MAX);
         }
         None => {
-            // Refused upstream: tell the client as a notification cannot; log it.
-            tracing::debug!(network = %s.sol.net.name, method = %sub.method, "upstream refused a subscription");
+            let why = object_field(text, "error")
+                .and_then(|e| object_field(e, "message"))
+                .and_then(plain_str)
+                .unwrap_or("the upstream refused the subscription");
+            tracing::debug!(network = %s.sol.net.name, method = %sub.method, why, "upstream refused a subscription");
+            // Only a first subscription is refused to the client; one moved to the other side stays (its
+            // next move or the socket's next reconnect retries it).
+            if sub.refused.borrow().is_none() && sub.upstream.get().is_none() {
+                *sub.refused.borrow_mut() = Some(why.to_string());
+            }
+            sub.settled.notify(usize::MAX);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
 //! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
 //!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
+//! - [`relay`]: a real EVM dev node (ganache, once per test binary) and fault-injecting relays in front of it
+//!   that count every write they forward.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
 #![allow(dead_code, unused_imports)]
 
@@ -15,6 +17,7 @@ pub mod fake;
 pub mod http;
 pub mod json;
 pub mod prism;
+pub mod relay;
 pub mod replay;
 pub mod solana_fake;
 pub mod tls;

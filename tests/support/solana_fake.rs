@@ -235,6 +235,8 @@ struct State {
     delays: HashMap<String, Duration>,
     /// When false, account changes are not announced (a notification lost or late on the wire).
     notify_accounts: bool,
+    /// Single calls of these methods are answered with this HTTP status (counted all the same).
+    http_failing: HashMap<String, u16>,
     /// Delay before a new WebSocket connection is upgraded (a slow handshake).
     ws_accept_delay: Option<Duration>,
 }
@@ -451,6 +453,7 @@ impl SolanaFake {
                 delays: HashMap::new(),
                 notify_accounts: true,
                 ws_accept_delay: None,
+                http_failing: HashMap::new(),
             }),
             shutdown: AtomicBool::new(false),
         });
@@ -655,6 +658,14 @@ impl SolanaFake {
     /// Every HTTP request is answered with this status (`None` = normally).
     pub fn set_http_status(&self, status: Option<u16>) {
         self.lock().http_status = status;
+    }
+    /// Single HTTP calls of `method` get this status and no JSON (None = answer normally); still counted.
+    pub fn fail_http(&self, method: &str, status: Option<u16>) {
+        let mut g = self.lock();
+        match status {
+            Some(s) => g.http_failing.insert(method.to_string(), s),
+            None => g.http_failing.remove(method),
+        };
     }
     /// Delays the HTTP answer of `method` (None = no delay).
     pub fn delay_method(&self, method: &str, d: Option<Duration>) {
@@ -1023,9 +1034,28 @@ fn serve_http(stream: TcpStream, inner: Arc<Inner>) {
         }
         let (status, reply) = {
             let mut g = inner.lock();
-            match g.http_status {
-                Some(s) => (s, b"upstream failure".to_vec()),
-                None => (200, answer_body(&mut g, &body)),
+            let method = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["method"].as_str().map(str::to_string));
+            match (g.http_status, method.and_then(|m| g.http_failing.get(&m).copied())) {
+                (Some(s), _) | (None, Some(s)) => {
+                    // Still counted: the request reached the node.
+                    if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                        let calls: Vec<Value> = match v {
+                            Value::Array(a) => a,
+                            one => vec![one],
+                        };
+                        for c in calls {
+                            g.calls.push(Call {
+                                method: c["method"].as_str().unwrap_or("").to_string(),
+                                params: c["params"].clone(),
+                                ws: false,
+                            });
+                        }
+                    }
+                    (s, b"upstream failure".to_vec())
+                }
+                (None, None) => (200, answer_body(&mut g, &body)),
             }
         };
         let reason = if status == 200 { "OK" } else { "Error" };

@@ -1,0 +1,303 @@
+//! Real clients through Prism against a real EVM node: viem (`tests/evm/flow.mjs`) and web3.py
+//! (`tests/evm/flow.py`) run their ordinary flows — read blocks and balances, deploy a contract, send signed
+//! transactions and wait for receipts, call reverting functions, subscribe to `newHeads` over WebSocket —
+//! with Prism in front of three relays that all forward to one ganache (chain id 4663).
+//!
+//! Asserted: every step succeeds as the client library sees it; every transaction the client signed was
+//! forwarded to the node exactly once (counted at the relays); a revert reaches the client with the node's
+//! own code, message and data, and counts against no provider (no failed attempt, breakers closed);
+//! `newHeads` arrive in order.
+//!
+//! Needs `scripts/deps/evm.sh` (ganache + viem in tests/evm/node_modules, web3.py).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::relay::{self, Ledger, Relay};
+use support::{wait_serving, Prism};
+
+/// A child process killed on drop.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `program args` in tests/evm, killed after `within`; returns (success, stdout, stderr).
+fn run_client(program: &str, args: &[&str], within: Duration) -> (bool, String, String) {
+    let mut child = Guard(
+        Command::new(program)
+            .args(args)
+            .current_dir(relay::evm_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {program}: {e}")),
+    );
+    let mut out = child.0.stdout.take().unwrap();
+    let mut err = child.0.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.0.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (t_out.join().unwrap(), t_err.join().unwrap());
+    match status {
+        Some(st) => (st.success(), stdout, stderr),
+        None => panic!("{program} {args:?} did not finish within {within:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
+
+/// Three relays in front of the node and Prism in front of them (HTTP and WebSocket), all serving.
+fn setup() -> (Ledger, Vec<Relay>, Prism) {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let relays: Vec<Relay> = (1..=3).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
+    let mut b = Prism::builder()
+        .limit("request_deadline_ms", 10000)
+        .limit("idle_timeout_ms", 30000)
+        .limit("client_timeout_ms", 10000)
+        .network_option("probe_interval_ms", 200);
+    for r in &relays {
+        b = b.provider_url_with(&r.url(), &r.ws_option());
+    }
+    let prism = b.start();
+    wait_serving(&prism, &["p1", "p2", "p3"]);
+    (ledger, relays, prism)
+}
+
+/// Sum of the `/metrics` samples of `name` whose labels contain every `label` fragment.
+fn metric_sum(prism: &Prism, name: &str, labels: &[&str]) -> f64 {
+    let text = prism.admin_get("/metrics").text();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| labels.iter().all(|f| l.contains(f)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The node's own answer to `eth_call` of `function` (selector) on `contract`: its `error` object.
+fn node_revert(contract: &str, selector: &str, from: &str) -> Value {
+    let r = relay::node().rpc(
+        "eth_call",
+        json!([{"from": from, "to": contract, "data": selector}, "latest"]),
+    );
+    r.get("error")
+        .cloned()
+        .unwrap_or_else(|| panic!("node did not revert: {r}"))
+}
+
+const FAIL: &str = "0xa9cc4718"; // fail()
+const FAIL_CUSTOM: &str = "0x8791bd33"; // failCustom()
+
+/// The checks both clients share; `ok` is how each library spells a successful receipt status.
+fn check_flow(out: &Value, ok: &Value, ledger: &Ledger, prism: &Prism) {
+    assert_eq!(out["chainId"], 4663, "chain id through Prism: {out}");
+    assert!(out["block"]["number"].as_u64().is_some(), "a latest block: {out}");
+    assert!(
+        out["balanceWei"].as_str().is_some_and(|b| b != "0"),
+        "a funded account: {out}"
+    );
+    for k in ["deployStatus", "setStatus", "transferStatus"] {
+        assert_eq!(&out[k], ok, "{k}: {out}");
+    }
+    assert_eq!(out["setLogs"].as_array().map(Vec::len), Some(1), "one Set event: {out}");
+
+    // Every transaction the client signed reached the chain through exactly one relay, once.
+    let hashes: Vec<&str> = out["txHashes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(hashes.len(), 3, "deploy, set, transfer: {out}");
+    for h in &hashes {
+        assert_eq!(ledger.count(h), 1, "tx {h} forwarded {} times", ledger.count(h));
+    }
+    assert!(ledger.duplicates().is_empty(), "duplicates: {:?}", ledger.duplicates());
+
+    // newHeads over Prism's WebSocket, in order.
+    let heads: Vec<u64> = out["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(heads.len(), 3, "three heads: {out}");
+    assert!(heads.windows(2).all(|w| w[1] > w[0]), "heads in order: {heads:?}");
+
+    // The reverts: breakers untouched, no provider charged with a failure.
+    for p in ["p1", "p2", "p3"] {
+        let row = prism.provider_status(p);
+        assert_eq!(row["state"], "closed", "{p} after reverts: {row}");
+        assert_eq!(row["failures"], 0, "{p} counted a failure: {row}");
+        let failed = metric_sum(
+            prism,
+            "prism_upstream_attempts_total",
+            &[&format!("provider=\"{p}\""), "result=\"failed\""],
+        );
+        assert_eq!(failed, 0.0, "{p}: failed upstream attempts");
+    }
+    let rpc_errors = metric_sum(
+        prism,
+        "prism_calls_total",
+        &["method=\"eth_call\"", "result=\"rpc_error\""],
+    );
+    assert!(
+        rpc_errors >= 2.0,
+        "the reverting eth_calls were answered as rpc errors ({rpc_errors})"
+    );
+}
+
+#[test]
+fn viem_flow_through_prism() {
+    let (ledger, _relays, prism) = setup();
+    let url = format!("http://{}/", prism.addr());
+    let ws = format!("ws://{}/testnet", prism.addr());
+    let (ok, stdout, stderr) = run_client("node", &["flow.mjs", &url, &ws, "1"], Duration::from_secs(120));
+    assert!(ok, "flow.mjs failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    println!("viem: {out}");
+    check_flow(&out, &json!("success"), &ledger, &prism);
+
+    // The revert as viem saw it is the node's: code, message and data.
+    let contract = out["contract"].as_str().unwrap();
+    let from = out["account"].as_str().unwrap();
+    for (f, sel) in [("fail", FAIL), ("failCustom", FAIL_CUSTOM)] {
+        let seen = &out["reverts"][f];
+        let node = node_revert(contract, sel, from);
+        assert_eq!(seen["reverted"], true, "{f}: {out}");
+        assert_eq!(
+            seen["code"], node["code"],
+            "{f} code: viem saw {seen}, node says {node}"
+        );
+        assert_eq!(
+            seen["message"], node["message"],
+            "{f} message: viem saw {seen}, node says {node}"
+        );
+        assert_eq!(
+            seen["data"], node["data"],
+            "{f} data: viem saw {seen}, node says {node}"
+        );
+    }
+    assert_eq!(
+        out["reverts"]["fail"]["decoded"],
+        json!({"name": "Error", "args": ["prism-test: deliberate revert"]})
+    );
+    assert_eq!(
+        out["reverts"]["failCustom"]["decoded"],
+        json!({"name": "Boom", "args": [42, "custom"]})
+    );
+}
+
+#[test]
+fn web3py_flow_through_prism() {
+    let (ledger, _relays, prism) = setup();
+    let url = format!("http://{}/testnet", prism.addr());
+    let ws = format!("ws://{}/", prism.addr());
+    let (ok, stdout, stderr) = run_client("python3", &["flow.py", &url, &ws, "2"], Duration::from_secs(120));
+    assert!(ok, "flow.py failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    println!("web3.py: {out}");
+    check_flow(&out, &json!(1), &ledger, &prism);
+    assert_eq!(out["value"], 9, "set(9) read back: {out}");
+
+    // The raw JSON-RPC error web3.py received is the node's error object, member for member.
+    let contract = out["contract"].as_str().unwrap();
+    let from = out["account"].as_str().unwrap();
+    for (f, sel) in [("fail", FAIL), ("failCustom", FAIL_CUSTOM)] {
+        let node = node_revert(contract, sel, &from.to_lowercase());
+        assert_eq!(out["reverts"][f]["reverted"], true, "{f}: {out}");
+        assert_eq!(
+            out["reverts"][f]["rawError"], node,
+            "{f}: web3.py's raw error vs the node's"
+        );
+        assert_eq!(
+            out["reverts"][f]["data"], node["data"],
+            "{f}: revert data as web3.py raised it"
+        );
+    }
+    assert_eq!(out["reverts"]["failCustom"]["exception"], "ContractCustomError");
+}
+
+/// The relay itself: forwards to the node, lags on request, counts raw transactions by hash.
+#[test]
+fn relay_forwards_lags_and_counts() {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let r = Relay::start("r", node, &ledger);
+    let mut c = support::Conn::connect(r.addr());
+    let ask = |c: &mut support::Conn, body: &str| {
+        let resp = c.request(&support::http::post("/", body.as_bytes()));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        resp.json()
+    };
+    let v = ask(&mut c, &support::call("7", "eth_chainId", "[]"));
+    assert_eq!(v, json!({"jsonrpc":"2.0","id":7,"result":"0x1237"}));
+    assert!(
+        support::wait_until(Duration::from_secs(10), || node.head() >= 3),
+        "node mines"
+    );
+    r.set_lag(2);
+    let head = node.head();
+    let v = ask(&mut c, &support::call("8", "eth_blockNumber", "[]"));
+    let lagged = relay::hex_u64(&v["result"]).unwrap();
+    assert!(
+        lagged + 2 <= node.head() && lagged + 2 >= head,
+        "lagged {lagged} vs node {head}"
+    );
+    // A garbage raw transaction still counts as forwarded (the node refuses it, the relay passed it on).
+    let v = ask(&mut c, &support::call("9", "eth_sendRawTransaction", r#"["0x1234"]"#));
+    assert!(v.get("error").is_some(), "{v}");
+    assert_eq!(ledger.count(&relay::keccak_hex("0x1234").unwrap()), 1);
+    assert_eq!(r.forwarded("eth_sendRawTransaction"), 1);
+}
+
+/// Every id Prism sends upstream must survive a JavaScript JSON parser (ganache, hardhat, many gateways):
+/// numbers above 2^53 - 1 come back rounded, the answer no longer matches its request, and the provider is
+/// judged broken (its breaker opens on the first probes).
+#[test]
+fn upstream_ids_are_exact_in_javascript() {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let r = Relay::start("r1", node, &ledger);
+    let prism = Prism::builder()
+        .network_option("probe_interval_ms", 100)
+        .provider_url(&r.url())
+        .start();
+    let probed = support::wait_until(Duration::from_secs(10), || r.received("eth_blockNumber") >= 2);
+    assert!(probed, "Prism never probed the relay");
+    let resp = prism.rpc(support::call("1", "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+    let max = r.max_id();
+    assert!(
+        max < (1u64 << 53),
+        "Prism sent upstream id {max}, above 2^53-1: a JavaScript node answers with it rounded \
+         ({}), so the answer never matches (client read answered: {})",
+        max as f64,
+        resp.text()
+    );
+    wait_serving(&prism, &["p1"]);
+}
