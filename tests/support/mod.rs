@@ -5,6 +5,7 @@
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
 //! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
+//! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
 //! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
 //!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
 //! - [`relay`]: a real EVM dev node (ganache, once per test binary) and fault-injecting relays in front of it
@@ -17,6 +18,7 @@ pub mod http;
 pub mod json;
 pub mod prism;
 pub mod relay;
+pub mod replay;
 pub mod solana_fake;
 pub mod tls;
 pub mod tools;
