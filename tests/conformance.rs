@@ -399,7 +399,6 @@ fn replay_node_answers_with_the_callers_id() {
 /// or literal at a NUL byte, or after a long number at any byte, and skips what follows up to the next
 /// structural character; the skipped bytes stay in the spans Prism forwards (params) and echoes (id).
 #[test]
-#[ignore = "known bug, fuzz/RESULTS.md findings 2-4: invalid JSON after a number is accepted and forwarded"]
 fn invalid_json_after_a_number_is_refused_not_forwarded() {
     let corpus = corpus();
     let node = ReplayNode::start(&corpus);
@@ -434,7 +433,6 @@ fn invalid_json_after_a_number_is_refused_not_forwarded() {
 
 /// Valid JSON with a long exponent is a request like any other.
 #[test]
-#[ignore = "known bug, fuzz/RESULTS.md finding 1: some exponents of 11+ digits make a valid body -32700"]
 fn valid_json_with_a_long_exponent_is_served() {
     let corpus = corpus();
     let node = ReplayNode::start(&corpus);
@@ -457,7 +455,6 @@ fn valid_json_with_a_long_exponent_is_served() {
 /// Prism takes that for a broken provider (wrong id) and counts it toward the breaker, so a few malformed
 /// requests from one client take a healthy provider out for everyone.
 #[test]
-#[ignore = "known bug, fuzz/RESULTS.md finding 2: malformed bodies forwarded upstream open a healthy provider's breaker"]
 fn malformed_bodies_do_not_open_a_healthy_providers_breaker() {
     let fake = support::FakeProvider::start();
     let prism = Prism::builder()

@@ -161,8 +161,13 @@ impl EnvelopeParser {
             Some(_) => {
                 // A lone number is valid JSON whatever its size (simd-json refuses 1e400).
                 let trimmed = trim_ws(body);
-                if number_len(trimmed) == Some(trimmed.len()) {
+                if scalar_ok(trimmed) {
                     return Err(EnvelopeError::NotARequest);
+                }
+                if trimmed.first() != Some(&b'"') {
+                    return Err(EnvelopeError::Parse(
+                        "invalid JSON: not a number, string, true, false or null".into(),
+                    ));
                 }
                 return Err(match simd_json::to_borrowed_value(&mut body.to_vec()) {
                     Ok(_) => EnvelopeError::NotARequest,

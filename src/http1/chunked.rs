@@ -53,6 +53,10 @@ impl ChunkedDecoder {
                         }
                         return Ok(pos);
                     };
+                    // The same cap whether the line arrived in one read or several.
+                    if nl > MAX_LINE {
+                        return Err(ChunkError::Malformed);
+                    }
                     let line = &input[pos..pos + nl];
                     let line = line.strip_suffix(b"\r").ok_or(ChunkError::Malformed)?;
                     let hex = line.split(|b| *b == b';').next().unwrap_or(&[]).trim_ascii();
@@ -101,6 +105,9 @@ impl ChunkedDecoder {
                         }
                         return Ok(pos);
                     };
+                    if nl > MAX_LINE {
+                        return Err(ChunkError::Malformed);
+                    }
                     let line = &input[pos..pos + nl];
                     pos += nl + 1;
                     if line == b"\r" || line.is_empty() {
