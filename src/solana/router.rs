@@ -168,14 +168,19 @@ fn owned_by_program(sol: &SolanaRoute, account: &[u8]) -> bool {
 async fn repaired_dest(sol: &Rc<SolanaRoute>, account: Pubkey, deadline: Instant) -> Option<Dest> {
     let entry = sol.watch(account);
     let _ = sol.refresh(&entry, deadline).await;
-    match entry.status.get() {
+    let dest = match entry.status.get() {
         Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
         _ => sol
             .net
             .default_er
             .or((sol.net.ers.len() == 1).then_some(0))
             .map(Dest::Er),
+    };
+    if dest.is_some() {
+        let metrics = sol.route.recorder.metrics();
+        metrics.solana(crate::telemetry::metrics::SolanaMetric::Rerouted, 1);
     }
+    dest
 }
 
 async fn by_account(

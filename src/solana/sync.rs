@@ -22,6 +22,7 @@ use crate::edge::envelope::Call;
 use crate::jsonscan::object_field;
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn, timeout_at};
+use crate::telemetry::metrics::SolanaMetric;
 use crate::transport::ws::connect_ws;
 
 /// The longest Prism waits for a delegation record read.
@@ -95,6 +96,7 @@ impl SolanaRoute {
     pub fn watch(self: &Rc<Self>, account: Pubkey) -> Rc<Entry> {
         let (entry, new) = self.table.entry(&self.net, account);
         if new {
+            self.route.recorder.metrics().solana(SolanaMetric::TrackedAccounts, 1);
             self.ensure_link();
             self.link.subscribe(&entry);
         }
@@ -129,6 +131,7 @@ impl SolanaRoute {
     /// Reads `entry`'s record from the base layer and applies it.
     pub async fn refresh(self: &Rc<Self>, entry: &Rc<Entry>, deadline: Instant) -> Result<(), ProxyError> {
         entry.fetching.set(true);
+        self.route.recorder.metrics().solana(SolanaMetric::RecordReads, 1);
         let params = format!(
             r#"["{}",{{"encoding":"base64","commitment":"confirmed"}}]"#,
             entry.record_pda
@@ -156,7 +159,11 @@ impl SolanaRoute {
                     .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u64>().ok());
                 match (slot, object_field(result, "value")) {
                     (Some(slot), Some(v)) => {
-                        entry.apply(&self.net, slot, v, true);
+                        let moved = entry.apply(&self.net, slot, v, true);
+                        self.route
+                            .recorder
+                            .metrics()
+                            .solana(SolanaMetric::DelegatedAccounts, moved);
                         // Trusted only while a live subscription keeps it fresh.
                         entry.limbo.set(!self.link.connected.get());
                         Ok(())
@@ -288,6 +295,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         *s.link.out.borrow_mut() = None;
         s.link.connected.set(false);
         s.link.drops.set(s.link.drops.get() + 1);
+        s.route.recorder.metrics().solana(SolanaMetric::LinkDrops, 1);
         if s.route.shutdown.is_triggered() {
             return;
         }
@@ -319,7 +327,11 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
         };
         let account = s.link.by_sub.borrow().get(&sub).copied();
         if let Some(entry) = account.and_then(|a| s.table.get(&a)) {
-            entry.apply(&s.net, slot, value, false);
+            let moved = entry.apply(&s.net, slot, value, false);
+            s.route
+                .recorder
+                .metrics()
+                .solana(SolanaMetric::DelegatedAccounts, moved);
         }
         return;
     }

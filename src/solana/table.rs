@@ -46,11 +46,11 @@ impl Entry {
     }
 
     /// Applies a record account as read at `slot` (`value` is the raw JSON account object, or `null`).
-    /// Returns whether the status changed. Older reads are ignored unless `force` (a fetch made to leave
-    /// limbo must count even if a notification raced ahead with the same slot).
-    pub fn apply(&self, net: &SolanaNet, slot: u64, value: &[u8], force: bool) -> bool {
+    /// Returns how the count of delegated accounts moved (+1, -1 or 0). Older reads are ignored unless
+    /// `force` (a fetch made to leave limbo must count even if a notification raced ahead with the same slot).
+    pub fn apply(&self, net: &SolanaNet, slot: u64, value: &[u8], force: bool) -> i64 {
         if slot < self.slot.get() && !force && self.status.get() != Status::Unknown {
-            return false;
+            return 0;
         }
         let status = record_status(net, value);
         self.slot.set(self.slot.get().max(slot));
@@ -59,7 +59,8 @@ impl Entry {
             tracing::debug!(account = %self.account, ?status, slot, "delegation status");
         }
         self.changed.notify(usize::MAX);
-        old != status
+        let delegated = |s: Status| matches!(s, Status::Delegated { .. });
+        i64::from(delegated(status)) - i64::from(delegated(old))
     }
 }
 

@@ -92,6 +92,23 @@ pub struct ShardMetrics {
     /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
     ws: [std::sync::atomic::AtomicI64; 7],
+    /// Solana magic router, see [`SolanaMetric`].
+    solana: [std::sync::atomic::AtomicI64; 5],
+}
+
+/// What the Solana magic router counts (all solana-magic networks together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolanaMetric {
+    /// Accounts in the shards' delegation tables (gauge).
+    TrackedAccounts = 0,
+    /// Of those, delegated to an ER (gauge).
+    DelegatedAccounts = 1,
+    /// Delegation records read from the base layer over HTTP.
+    RecordReads = 2,
+    /// Base-layer record subscription sockets lost (accounts went into limbo).
+    LinkDrops = 3,
+    /// Answers that came from the wrong side and were asked again of the ER.
+    Rerouted = 4,
 }
 
 /// Ways a call was answered without its own upstream request.
@@ -120,7 +137,12 @@ impl ShardMetrics {
             reuse: Default::default(),
             cache: Default::default(),
             ws: Default::default(),
+            solana: Default::default(),
         }
+    }
+
+    pub fn solana(&self, m: SolanaMetric, delta: i64) {
+        self.solana[m as usize].fetch_add(delta, Ordering::Relaxed);
     }
 
     pub fn ws_clients(&self, delta: i64) {
@@ -380,6 +402,39 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     .enumerate()
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", ws(4 + i));
+    }
+    for (i, (name, help, kind)) in [
+        (
+            "prism_solana_tracked_accounts",
+            "Accounts in the delegation tables (each shard keeps its own).",
+            "gauge",
+        ),
+        (
+            "prism_solana_delegated_accounts",
+            "Tracked accounts currently delegated to an ephemeral rollup.",
+            "gauge",
+        ),
+        (
+            "prism_solana_record_reads_total",
+            "Delegation records read from the base layer over HTTP.",
+            "counter",
+        ),
+        (
+            "prism_solana_base_link_drops_total",
+            "Base-layer record subscription sockets lost (their accounts went into limbo).",
+            "counter",
+        ),
+        (
+            "prism_solana_rerouted_total",
+            "Answers served from the wrong side and asked again of the ephemeral rollup.",
+            "counter",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let v = shards.iter().map(|s| s.solana[i].load(Ordering::Relaxed)).sum::<i64>();
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
     }
     out.push_str("# HELP prism_http_refusals_total Requests refused at the HTTP layer, by status.\n");
     out.push_str("# TYPE prism_http_refusals_total counter\n");
