@@ -70,6 +70,7 @@ fn routing(c: &mut Criterion) {
             min_head: 999_998,
             prefer_deeper: false,
             exclude: 0,
+            stalled: 0,
         };
         let mut rotation = 0usize;
         c.bench_function(&format!("route/score/{n}_providers"), |b| {

@@ -356,10 +356,7 @@ fn build_shard(
                     UpstreamPool::new(p.endpoint.clone(), Arc::from(Vec::new()), None, settings)
                         .expect("a pool without addresses cannot fail")
                 });
-            upstreams.push(Upstream {
-                name: p.name.clone(),
-                pool,
-            });
+            upstreams.push(Upstream::new(p.name.clone(), pool));
             statics.push(ProviderStatic {
                 weight: p.weight,
                 overflow: p.overflow,

@@ -349,6 +349,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 min_head,
                 prefer_deeper: false,
                 exclude: !caller.providers,
+                stalled: 0,
             },
         }
     }
@@ -372,6 +373,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         loop {
             let now = now_ms();
             let dice = fastrand::f64();
+            self.ask.stalled = route.stalled(self.info.family, now);
             let choice = if self.info.kind == Kind::Filter {
                 filter_home(route, &self.ask, now)
             } else {
@@ -408,7 +410,9 @@ impl<'r, 'c> Attempts<'r, 'c> {
             };
             let upstream = &route.upstreams[i];
             let started = Instant::now();
+            let guard = super::route::InFlightGuard::new(upstream, now);
             let result = upstream.pool.post(body, attempt_deadline, !self.write).await;
+            drop(guard);
             let latency_us = started.elapsed().as_micros() as u64;
             let verdict = self.judge(i, id, result);
             route.note_outcome(i, self.info.family, verdict.class(), latency_us, false);

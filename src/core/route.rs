@@ -24,10 +24,88 @@ use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 use std::net::SocketAddr;
 
-/// One provider as seen by one shard: its name and this shard's pool to it.
+/// One provider as seen by one shard: its name, this shard's pool to it, and this shard's requests in flight
+/// there (count and the sum of their start times, so their mean age is known without a list).
 pub struct Upstream {
     pub name: String,
     pub pool: UpstreamPool,
+    pub in_flight: Cell<u32>,
+    pub in_flight_started_ms: Cell<u64>,
+    /// This shard's peak-EWMA latency per family (µs) and when it was last updated: a slow answer raises it
+    /// at once, and it decays with time, so a provider that just turned slow is avoided before its slow
+    /// answers move the 5-minute p50.
+    pub recent_us: [Cell<f64>; 5],
+    pub recent_at_ms: [Cell<u64>; 5],
+}
+
+impl Upstream {
+    pub fn new(name: String, pool: UpstreamPool) -> Upstream {
+        Upstream {
+            name,
+            pool,
+            in_flight: Cell::new(0),
+            in_flight_started_ms: Cell::new(0),
+            recent_us: Default::default(),
+            recent_at_ms: Default::default(),
+        }
+    }
+
+    /// The peak-EWMA latency for `family` as of `now_ms`.
+    fn recent_ms(&self, family: Family, now_ms: u64) -> f64 {
+        let f = family as usize;
+        let raw = self.recent_us[f].get();
+        if raw == 0.0 {
+            return 0.0;
+        }
+        // Hyperbolic decay: close enough to exponential here, and no exp() on the request path.
+        let age = now_ms.saturating_sub(self.recent_at_ms[f].get()) as f64;
+        raw / (1.0 + age / RECENT_DECAY_MS) / 1000.0
+    }
+
+    fn observe_latency(&self, family: Family, latency_us: u64, now_ms: u64) {
+        let f = family as usize;
+        let decayed = self.recent_ms(family, now_ms) * 1000.0;
+        let x = latency_us as f64;
+        // Peak: a slower answer takes over at once; faster ones pull it down gradually.
+        let next = if x >= decayed { x } else { decayed * 0.7 + x * 0.3 };
+        self.recent_us[f].set(next);
+        self.recent_at_ms[f].set(now_ms);
+    }
+}
+
+/// Time constant of the recent-latency decay.
+const RECENT_DECAY_MS: f64 = 2_000.0;
+/// A recent latency this many times the family's p50, and at least `RECENT_FLOOR_MS`, marks a provider
+/// stalled.
+const RECENT_FLOOR_MS: f64 = 50.0;
+
+/// In-flight requests this much older than a provider's p50 (and at least `STALL_FLOOR_MS` old) mark it
+/// stalled for routing.
+pub const STALL_FACTOR: u64 = 4;
+pub const STALL_FLOOR_MS: u64 = 250;
+
+/// Counts one request in flight at an upstream for as long as it lives (also when the client goes away and
+/// the request future is dropped).
+pub struct InFlightGuard<'a> {
+    up: &'a Upstream,
+    started_ms: u64,
+}
+
+impl<'a> InFlightGuard<'a> {
+    pub fn new(up: &'a Upstream, now_ms: u64) -> Self {
+        up.in_flight.set(up.in_flight.get() + 1);
+        up.in_flight_started_ms.set(up.in_flight_started_ms.get() + now_ms);
+        InFlightGuard { up, started_ms: now_ms }
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.up.in_flight.set(self.up.in_flight.get() - 1);
+        self.up
+            .in_flight_started_ms
+            .set(self.up.in_flight_started_ms.get() - self.started_ms);
+    }
 }
 
 pub struct NetworkRoute {
@@ -60,6 +138,47 @@ pub struct NetworkRoute {
 }
 
 impl NetworkRoute {
+    /// Providers whose requests from this shard have been in flight, on average, far longer than their
+    /// usual latency for `family`.
+    pub fn stalled(&self, family: Family, now_ms: u64) -> u64 {
+        let mut mask = 0u64;
+        let mut health = None;
+        for (i, up) in self.upstreams.iter().enumerate().take(64) {
+            let n = up.in_flight.get() as u64;
+            if n == 0 {
+                continue;
+            }
+            let mean_age = now_ms.saturating_sub(up.in_flight_started_ms.get() / n);
+            if mean_age < STALL_FLOOR_MS {
+                continue;
+            }
+            let h = health.get_or_insert_with(|| self.live.health.load());
+            let p50_ms = h.providers.get(i).map_or(0, |p| p.figures(family).p50_us / 1000);
+            if mean_age > STALL_FACTOR * p50_ms {
+                mask |= 1 << i;
+            }
+        }
+        for (i, up) in self.upstreams.iter().enumerate().take(64) {
+            // The undecayed value bounds the decayed one: most providers stop here.
+            if up.recent_us[family as usize].get() < RECENT_FLOOR_MS * 1000.0 {
+                continue;
+            }
+            let recent = up.recent_ms(family, now_ms);
+            if recent < RECENT_FLOOR_MS || mask & (1 << i) != 0 {
+                continue;
+            }
+            let h = health.get_or_insert_with(|| self.live.health.load());
+            let p50_ms = h
+                .providers
+                .get(i)
+                .map_or(0.0, |p| p.figures(family).p50_us as f64 / 1000.0);
+            if recent > STALL_FACTOR as f64 * p50_ms {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
     pub fn next_rotation(&self) -> usize {
         let r = self.rotation.get();
         self.rotation.set(r.wrapping_add(1));
@@ -86,6 +205,9 @@ impl NetworkRoute {
             Class::Success | Class::UserError | Class::TooLarge => Outcome::Ok,
         };
         self.recorder.record(self.index, i, family, latency_us, outcome);
+        if outcome != Outcome::Throttled {
+            self.upstreams[i].observe_latency(family, latency_us, now);
+        }
         if p.quota_leased.load(Ordering::Relaxed) {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
@@ -121,5 +243,42 @@ impl NetworkRoute {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream() -> Upstream {
+        let endpoint = crate::config::Endpoint::parse("http://127.0.0.1:1").unwrap();
+        let settings = crate::transport::PoolSettings {
+            max_idle: 1,
+            idle_timeout: std::time::Duration::from_secs(1),
+            connect_timeout: std::time::Duration::from_secs(1),
+            max_response_bytes: 1 << 20,
+        };
+        Upstream::new(
+            "p".into(),
+            UpstreamPool::new(endpoint, Vec::new().into(), None, settings).unwrap(),
+        )
+    }
+
+    #[test]
+    fn recent_latency_jumps_on_a_slow_answer_and_decays_with_time() {
+        let up = upstream();
+        for t in 0..50 {
+            up.observe_latency(Family::Submit, 2_000, t * 100);
+        }
+        assert!(up.recent_ms(Family::Submit, 5_000) < 3.0);
+        up.observe_latency(Family::Submit, 1_200_000, 5_000);
+        assert!(up.recent_ms(Family::Submit, 5_000) >= 1_199.0);
+        assert!(up.recent_ms(Family::Submit, 7_000) < 700.0, "decays with time");
+        assert!(up.recent_ms(Family::Light, 5_000) < 1.0, "per family");
+        // Fast answers pull it down.
+        for t in 0..20 {
+            up.observe_latency(Family::Submit, 2_000, 5_000 + t);
+        }
+        assert!(up.recent_ms(Family::Submit, 5_020) < RECENT_FLOOR_MS);
     }
 }

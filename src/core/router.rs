@@ -37,6 +37,10 @@ pub struct Ask {
     pub prefer_deeper: bool,
     /// Bit i set = provider i already tried by this request.
     pub exclude: u64,
+    /// Bit i set = provider i has requests from this shard in flight for much longer than it usually takes
+    /// (it turned slow, and its slow answers have not reached the latency windows yet): used only when
+    /// nothing else is.
+    pub stalled: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,7 +88,9 @@ pub fn choose(
         let burn = quota_burn(s, health, i);
         cand[n] = i;
         // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
-        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms));
+        tier[n] = u8::from(
+            s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || ask.stalled & (1 << i) != 0,
+        );
         n += 1;
     }
     if n == 0 {

@@ -67,6 +67,7 @@ fn ask() -> Ask {
         min_head: 0,
         prefer_deeper: false,
         exclude: 0,
+        stalled: 0,
     }
 }
 
@@ -120,6 +121,28 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         ..ask()
     };
     assert_eq!(choose(&statics(3), &l, &h, &a, 10, 0, 0.3), Choice::Exhausted);
+}
+
+#[test]
+fn a_stalled_provider_is_used_only_when_nothing_else_is() {
+    let l = live(3);
+    let h = health(&[1_000, 1_000, 1_000], &[(10, 0), (10, 0), (10, 0)]);
+    let stalled = Ask {
+        stalled: 0b011,
+        ..ask()
+    };
+    for r in 0..6 {
+        assert_eq!(choose(&statics(3), &l, &h, &stalled, 1, r, 0.5), Choice::Provider(2));
+    }
+    // Everything stalled: still served (by the best of them), never refused.
+    let all = Ask {
+        stalled: 0b111,
+        ..ask()
+    };
+    assert!(matches!(
+        choose(&statics(3), &l, &h, &all, 1, 0, 0.5),
+        Choice::Provider(_)
+    ));
 }
 
 #[test]
