@@ -415,7 +415,11 @@ impl<'r, 'c> Attempts<'r, 'c> {
             drop(guard);
             let latency_us = started.elapsed().as_micros() as u64;
             let verdict = self.judge(i, id, result);
-            route.note_outcome(i, self.info.family, verdict.class(), latency_us, false);
+            let class = verdict.class();
+            route.note_outcome(i, self.info.family, class, latency_us, false);
+            if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
+                upstream.observe_latency(self.info.family, latency_us, now + latency_us / 1000);
+            }
             let more = attempt < max && Instant::now() < self.deadline;
             match verdict {
                 Verdict::Answer { body, value, is_error } => {

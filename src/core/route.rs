@@ -62,7 +62,9 @@ impl Upstream {
         raw / (1.0 + age / RECENT_DECAY_MS) / 1000.0
     }
 
-    fn observe_latency(&self, family: Family, latency_us: u64, now_ms: u64) {
+    /// Feeds one client call's latency (probes stay out: one slow health method must not push a provider's
+    /// client traffic away).
+    pub fn observe_latency(&self, family: Family, latency_us: u64, now_ms: u64) {
         let f = family as usize;
         let decayed = self.recent_ms(family, now_ms) * 1000.0;
         let x = latency_us as f64;
@@ -205,9 +207,6 @@ impl NetworkRoute {
             Class::Success | Class::UserError | Class::TooLarge => Outcome::Ok,
         };
         self.recorder.record(self.index, i, family, latency_us, outcome);
-        if outcome != Outcome::Throttled {
-            self.upstreams[i].observe_latency(family, latency_us, now);
-        }
         if p.quota_leased.load(Ordering::Relaxed) {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
