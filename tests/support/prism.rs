@@ -31,14 +31,17 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_prism");
 /// Every port [`free_port`] and [`free_port_pair`] handed out in this process.
 static USED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
-/// A loopback port that was free a moment ago and was never handed out before in this process.
+/// A loopback port that is free now and was never handed out before in this process. Drawn below the
+/// kernel's ephemeral range like [`free_port_pair`]: a port taken from the ephemeral range can be grabbed by
+/// any outgoing connection between this check and Prism's bind ("Address already in use" at start-up).
 pub fn free_port() -> u16 {
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if USED_PORTS.lock().unwrap().insert(port) {
-            return port;
-        }
-    }
+    free_ports(1)
+}
+
+/// A loopback port P such that P and P+1 are both free now and neither was handed out before in this process
+/// (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+pub fn free_port_pair() -> u16 {
+    free_ports(2)
 }
 
 /// A cheap pseudo-random u16 (no extra dependency): the clock's nanoseconds, mixed.
@@ -50,33 +53,33 @@ fn fastrand_u16() -> u16 {
     (n ^ (n >> 16)).wrapping_mul(2_654_435_761) as u16
 }
 
-/// A loopback port P such that P and P+1 are both free now and neither was handed out before in this process
-/// (Solana listeners: Prism serves WebSocket on listen port + 1, as validators do).
+/// `n` consecutive loopback ports, all free now and none handed out before in this process.
 ///
-/// The pair is drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 or
-/// any outgoing connection can take P+1 between this check and Prism's bind. Both are checked with a plain
+/// They are drawn below the kernel's ephemeral range (32768 and up), so no socket bound to port 0 and no
+/// outgoing connection can take one between this check and Prism's bind. Each is checked with a plain
 /// bind, without SO_REUSEADDR (std's `TcpListener::bind` sets it): a port still held by a closed connection
 /// in TIME_WAIT passes std's check but not a SO_REUSEPORT-only listener such as Prism's.
-pub fn free_port_pair() -> u16 {
+fn free_ports(n: u16) -> u16 {
     fn strictly_free(port: u16) -> bool {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         s.bind(&SocketAddr::from(([127, 0, 0, 1], port)).into()).is_ok()
     }
     for attempt in 0u32.. {
         // This process's own slice of the range first (test binaries running side by side rarely meet);
-        // the whole 10 000..32 000 once the slice is crowded (a binary with many Solana tests).
+        // the whole 10 000..32 000 once the slice is crowded.
         let port = if attempt < 200 {
             20_000 + (std::process::id() as u16 % 97) * 120 + fastrand_u16() % 120
         } else {
             10_000 + fastrand_u16() % 22_000
         };
-        if !strictly_free(port) || !strictly_free(port + 1) {
+        if !(0..n).all(|k| strictly_free(port + k)) {
             continue;
         }
         let mut used = USED_PORTS.lock().unwrap();
-        if !used.contains(&port) && !used.contains(&(port + 1)) {
-            used.insert(port);
-            used.insert(port + 1);
+        if (0..n).all(|k| !used.contains(&(port + k))) {
+            for k in 0..n {
+                used.insert(port + k);
+            }
             return port;
         }
     }
