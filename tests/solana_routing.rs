@@ -710,8 +710,9 @@ fn a_base_answer_owned_by_the_delegation_program_is_reasked_of_the_er_even_witho
         json!(ON_ER1),
         "carol re-asked of the ER: {v}"
     );
-    // Operators see it: both repairs counted, the three accounts tracked, two of them delegated.
-    assert!(m.prism.metric("prism_solana_rerouted_total") >= 2.0);
+    // Operators see it: the three accounts tracked, two of them delegated. (Whether a read needed the
+    // wrong-side repair, counted in prism_solana_rerouted_total, depends on whether the post-subscription
+    // record read ran before or after the delegation.)
     assert_eq!(m.prism.metric("prism_solana_tracked_accounts"), 3.0);
     assert_eq!(m.prism.metric("prism_solana_delegated_accounts"), 2.0);
     assert!(m.prism.metric("prism_solana_record_reads_total") >= 3.0);
