@@ -50,6 +50,40 @@ fn account_note(c: &mut SolWs, sub: u64, lamports: u64, what: &str) -> Value {
 }
 
 #[test]
+fn a_followed_account_never_shows_the_base_layers_delegated_copy() {
+    // Delegating rewrites the account's owner on the base layer to the delegation program, and the base
+    // layer notifies its subscribers of that copy; the client's subscription must go straight from the last
+    // real base state to the ER's state.
+    let m = Magic::start();
+    let alice = seed(&m, "alice");
+    let mut c = ws(&m);
+    let sub = c.subscribe(
+        "accountSubscribe",
+        json!([alice, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    assert!(wait_until(WAIT, || m.base.account_subs(&alice) >= 1));
+    m.base.delegate(&alice, &pk("er1_identity"));
+    assert!(
+        wait_until(WAIT, || m.er1.account_subs(&alice) >= 1),
+        "delegated alice: subscription not moved to the ER"
+    );
+    m.er1.set_account(&alice, Account::new(ON_ER1 + 7, &pk("program"), &[]));
+    let mut seen = Vec::new();
+    let n = c.notification_where("accountNotification", WAIT, |n| {
+        seen.push(n["result"]["value"]["owner"].clone());
+        n["subscription"] == json!(sub) && n["result"]["value"]["lamports"] == json!(ON_ER1 + 7)
+    });
+    assert!(
+        n.is_some(),
+        "no ER notification after the delegation; saw owners {seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|o| o == DELEGATION_PROGRAM),
+        "the client saw the base layer's delegated copy: owners {seen:?}"
+    );
+}
+
+#[test]
 fn websocket_is_served_on_the_listen_port_and_on_port_plus_one() {
     let m = Magic::start();
     let alice = seed(&m, "alice");

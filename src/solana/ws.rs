@@ -396,6 +396,25 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         if sub.dest.get() != link.dest {
             return; // moved: the old side's last words are not the account's state any more
         }
+        // The base layer's copy of an account being delegated (owned by the delegation program) is not its
+        // state: hold it back, reread the record, and let the follower move the subscription to the ER.
+        let program = s.sol.net.program.to_base58();
+        let wrong_side = link.dest == Dest::Base
+            && sub.account.is_some()
+            && object_field(result, "value")
+                .and_then(|v| object_field(v, "owner"))
+                .and_then(plain_str)
+                == Some(program.as_str());
+        if wrong_side {
+            if let Some(key) = sub.account {
+                let sol = s.sol.clone();
+                spawn(async move {
+                    let entry = sol.watch(key);
+                    let _ = sol.refresh(&entry, Instant::now() + Duration::from_secs(5)).await;
+                });
+            }
+            return;
+        }
         let mut msg = String::with_capacity(64 + result.len());
         msg.push_str(r#"{"jsonrpc":"2.0","method":"#);
         msg.push_str(&String::from_utf8_lossy(method));
