@@ -139,6 +139,11 @@ pub fn hex_quantity(raw: &[u8]) -> Option<u64> {
     u64::from_str_radix(digits, 16).ok()
 }
 
+/// A plain non-negative JSON integer (`42`, surrounding whitespace allowed); `None` for anything else.
+pub fn plain_u64(raw: &[u8]) -> Option<u64> {
+    std::str::from_utf8(raw).ok()?.trim().parse().ok()
+}
+
 /// Every element of a JSON array (raw bytes); `None` if `array` is not a well-formed array.
 pub fn elements(array: &[u8]) -> Option<Vec<&[u8]>> {
     let mut p = skip_ws(array, 0);

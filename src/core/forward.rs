@@ -160,24 +160,12 @@ pub async fn forward(
             return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
         }
     }
-    upstream(route, call, info, caller, deadline, ids).await
+    forward_as(route, call, info, caller, deadline, ids).await
 }
 
-/// Forwards `call` as `info` says (no method-table lookup, no reuse): for networks whose methods are not
-/// the EVM table's, such as the Solana router.
+/// Sends the call upstream (with retries), under a fresh Prism id, handled as `info` says. Networks whose
+/// methods are not the EVM table's (the Solana router) call it directly: no table lookup, no reuse.
 pub async fn forward_as(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    upstream(route, call, info, caller, deadline, ids).await
-}
-
-/// Sends the call upstream (with retries), under a fresh Prism id.
-async fn upstream(
     route: &NetworkRoute,
     call: &Call<'_>,
     info: MethodInfo,
@@ -229,7 +217,7 @@ async fn reuse_or_forward(
         }
     };
     let Some(inflight) = &route.inflight else {
-        let outcome = upstream(route, call, info, caller, deadline, ids).await;
+        let outcome = forward_as(route, call, info, caller, deadline, ids).await;
         store(&outcome, key);
         return outcome;
     };
@@ -255,11 +243,11 @@ async fn reuse_or_forward(
                 // The mark may have risen while the shared call was in flight: a head below it is not ours.
                 Some(outcome) if !below_mark(route, &info, latest, caller, &outcome) => outcome,
                 // Below the mark, or the leader's client went away before it finished: ask ourselves.
-                _ => upstream(route, call, info, caller, deadline, ids).await,
+                _ => forward_as(route, call, info, caller, deadline, ids).await,
             }
         }
         Role::Leader(leader) => {
-            let outcome = upstream(route, call, info, caller, deadline, ids).await;
+            let outcome = forward_as(route, call, info, caller, deadline, ids).await;
             if let Some(key) = cache_key {
                 store(&outcome, key);
             }

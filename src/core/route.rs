@@ -83,8 +83,8 @@ const RECENT_FLOOR_MS: f64 = 50.0;
 
 /// In-flight requests this much older than a provider's p50 (and at least `STALL_FLOOR_MS` old) mark it
 /// stalled for routing.
-pub const STALL_FACTOR: u64 = 4;
-pub const STALL_FLOOR_MS: u64 = 250;
+pub const STALL_FACTOR: f64 = 4.0;
+pub const STALL_FLOOR_MS: f64 = 250.0;
 
 /// Counts one request in flight at an upstream for as long as it lives (also when the client goes away and
 /// the request future is dropped).
@@ -146,27 +146,24 @@ impl NetworkRoute {
         let mut mask = 0u64;
         let mut health = None;
         for (i, up) in self.upstreams.iter().enumerate().take(64) {
+            // How slow the provider looks right now: the mean age of this shard's requests in flight there
+            // (from `STALL_FLOOR_MS`), or its recent peak latency (from `RECENT_FLOOR_MS`). Most providers
+            // have neither and stop here, without reading the health snapshot.
             let n = up.in_flight.get() as u64;
-            if n == 0 {
-                continue;
-            }
-            let mean_age = now_ms.saturating_sub(up.in_flight_started_ms.get() / n);
-            if mean_age < STALL_FLOOR_MS {
-                continue;
-            }
-            let h = health.get_or_insert_with(|| self.live.health.load());
-            let p50_ms = h.providers.get(i).map_or(0, |p| p.figures(family).p50_us / 1000);
-            if mean_age > STALL_FACTOR * p50_ms {
-                mask |= 1 << i;
-            }
-        }
-        for (i, up) in self.upstreams.iter().enumerate().take(64) {
-            // The undecayed value bounds the decayed one: most providers stop here.
-            if up.recent_us[family as usize].get() < RECENT_FLOOR_MS * 1000.0 {
-                continue;
-            }
-            let recent = up.recent_ms(family, now_ms);
-            if recent < RECENT_FLOOR_MS || mask & (1 << i) != 0 {
+            let mean_age = if n == 0 {
+                0.0
+            } else {
+                now_ms.saturating_sub(up.in_flight_started_ms.get() / n) as f64
+            };
+            let aged = if mean_age >= STALL_FLOOR_MS { mean_age } else { 0.0 };
+            // The undecayed value bounds the decayed one.
+            let recent = if up.recent_us[family as usize].get() >= RECENT_FLOOR_MS * 1000.0 {
+                up.recent_ms(family, now_ms)
+            } else {
+                0.0
+            };
+            let slow_ms = aged.max(if recent >= RECENT_FLOOR_MS { recent } else { 0.0 });
+            if slow_ms == 0.0 {
                 continue;
             }
             let h = health.get_or_insert_with(|| self.live.health.load());
@@ -174,7 +171,7 @@ impl NetworkRoute {
                 .providers
                 .get(i)
                 .map_or(0.0, |p| p.figures(family).p50_us as f64 / 1000.0);
-            if recent > STALL_FACTOR as f64 * p50_ms {
+            if slow_ms > STALL_FACTOR * p50_ms {
                 mask |= 1 << i;
             }
         }

@@ -120,6 +120,17 @@ fn param_str(params: Option<&[u8]>, n: usize) -> Option<&str> {
     nth_element(params?, n).and_then(plain_str)
 }
 
+/// `params[0]` as an array of account keys: the raw elements and the keys; `None` unless every element is
+/// a base58 key.
+fn keys_param(params: Option<&[u8]>) -> Option<(Vec<&[u8]>, Vec<Pubkey>)> {
+    let items = elements(nth_element(params?, 0)?)?;
+    let keys = items
+        .iter()
+        .map(|i| plain_str(i).and_then(Pubkey::from_base58))
+        .collect::<Option<Vec<_>>>()?;
+    Some((items, keys))
+}
+
 fn result_of(out: &CallOutcome) -> Option<&[u8]> {
     match out {
         CallOutcome::Answer {
@@ -353,14 +364,7 @@ async fn multiple_accounts(
     deadline: Instant,
 ) -> CallOutcome {
     const METHOD: &str = "getMultipleAccounts";
-    let items = params.and_then(|p| nth_element(p, 0)).and_then(elements);
-    let keys: Option<Vec<Pubkey>> = items.as_ref().and_then(|items| {
-        items
-            .iter()
-            .map(|i| plain_str(i).and_then(Pubkey::from_base58))
-            .collect()
-    });
-    let (Some(items), Some(keys)) = (items, keys) else {
+    let Some((items, keys)) = keys_param(params) else {
         return sol.call_on(Dest::Base, READ, METHOD, params, caller, deadline).await;
     };
     if keys.len() > MAX_MULTIPLE_ACCOUNTS {
@@ -714,16 +718,7 @@ async fn blockhash_for_accounts(
     caller: &Caller,
     deadline: Instant,
 ) -> CallOutcome {
-    let keys: Option<Vec<Pubkey>> = params
-        .and_then(|p| nth_element(p, 0))
-        .and_then(elements)
-        .and_then(|items| {
-            items
-                .iter()
-                .map(|i| plain_str(i).and_then(Pubkey::from_base58))
-                .collect()
-        });
-    let Some(keys) = keys else {
+    let Some((_, keys)) = keys_param(params) else {
         return invalid("getBlockhashForAccounts: params[0] must be an array of base58 account keys".into());
     };
     let dest = match dest_of_writes(sol, &keys, deadline).await {

@@ -19,7 +19,7 @@ use super::SolanaRoute;
 use crate::core::forward::{forward_as, CallOutcome, Caller, ProxyError};
 use crate::core::methods::{Family, HeadHint, Kind, MethodInfo};
 use crate::edge::envelope::Call;
-use crate::jsonscan::object_field;
+use crate::jsonscan::{object_field, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn, timeout_at};
 use crate::telemetry::metrics::SolanaMetric;
@@ -156,7 +156,7 @@ impl SolanaRoute {
                 let result = &body[value];
                 let slot = object_field(result, "context")
                     .and_then(|c| object_field(c, "slot"))
-                    .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u64>().ok());
+                    .and_then(plain_u64);
                 match (slot, object_field(result, "value")) {
                     (Some(slot), Some(v)) => {
                         let moved = entry.apply(&self.net, slot, v, true);
@@ -313,7 +313,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
 fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
     if let Some(params) = object_field(text, "params") {
         // {"method":"accountNotification","params":{"result":{"context":{"slot":N},"value":...},"subscription":ID}}
-        let Some(sub) = object_field(params, "subscription").and_then(number) else {
+        let Some(sub) = object_field(params, "subscription").and_then(plain_u64) else {
             return;
         };
         let Some(result) = object_field(params, "result") else {
@@ -321,7 +321,7 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
         };
         let slot = object_field(result, "context")
             .and_then(|c| object_field(c, "slot"))
-            .and_then(number);
+            .and_then(plain_u64);
         let (Some(slot), Some(value)) = (slot, object_field(result, "value")) else {
             return;
         };
@@ -335,14 +335,14 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
         }
         return;
     }
-    let Some(id) = object_field(text, "id").and_then(number) else {
+    let Some(id) = object_field(text, "id").and_then(plain_u64) else {
         return;
     };
     let Some(account) = s.link.pending.borrow_mut().remove(&id) else {
         return;
     };
     let Some(entry) = s.table.get(&account) else { return };
-    match object_field(text, "result").and_then(number) {
+    match object_field(text, "result").and_then(plain_u64) {
         Some(sub) => {
             s.link.by_sub.borrow_mut().insert(sub, account);
             entry.sub.set(Some(sub));
@@ -359,8 +359,4 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
             entry.changed.notify(usize::MAX);
         }
     }
-}
-
-fn number(raw: &[u8]) -> Option<u64> {
-    std::str::from_utf8(raw).ok()?.trim().parse().ok()
 }

@@ -11,7 +11,7 @@ use base64::Engine;
 use super::net::SolanaNet;
 use super::pubkey::Pubkey;
 use super::record::DelegationRecord;
-use crate::jsonscan::{nth_element, object_field, plain_str};
+use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -66,8 +66,7 @@ impl Entry {
 
 /// What a record account's JSON says: absent, closed (no lamports), foreign or not a record → undelegated.
 pub fn record_status(net: &SolanaNet, value: &[u8]) -> Status {
-    let Some(lamports) = object_field(value, "lamports").and_then(|l| std::str::from_utf8(l).ok()?.parse::<u64>().ok())
-    else {
+    let Some(lamports) = object_field(value, "lamports").and_then(plain_u64) else {
         return Status::Undelegated;
     };
     let owner = object_field(value, "owner").and_then(plain_str);

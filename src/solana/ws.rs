@@ -18,7 +18,7 @@ use super::pubkey::Pubkey;
 use super::table::Status;
 use super::SolanaRoute;
 use crate::core::forward::{Caller, ProxyError};
-use crate::jsonscan::{nth_element, object_field, plain_str};
+use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn};
 use crate::transport::ws::connect_ws;
@@ -125,7 +125,7 @@ impl Session {
     pub async fn handle(self: &Rc<Self>, method: &str, params: Option<&[u8]>) -> Result<Vec<u8>, ProxyError> {
         let params = params.unwrap_or(b"[]");
         if method.ends_with("Unsubscribe") {
-            let id = nth_element(params, 0).and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok());
+            let id = nth_element(params, 0).and_then(plain_u64);
             let removed = id.and_then(|id| self.subs.borrow_mut().remove(&id));
             return Ok(match removed {
                 Some(sub) => {
@@ -379,9 +379,8 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
 }
 
 fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
-    let number = |raw: &[u8]| std::str::from_utf8(raw).ok()?.trim().parse::<u64>().ok();
     if let (Some(method), Some(params)) = (object_field(text, "method"), object_field(text, "params")) {
-        let Some(up) = object_field(params, "subscription").and_then(number) else {
+        let Some(up) = object_field(params, "subscription").and_then(plain_u64) else {
             return;
         };
         let Some(result) = object_field(params, "result") else {
@@ -435,7 +434,7 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         }
         return;
     }
-    let Some(req) = object_field(text, "id").and_then(number) else {
+    let Some(req) = object_field(text, "id").and_then(plain_u64) else {
         return;
     };
     let Some(cid) = link.pending.borrow_mut().remove(&req) else {
@@ -445,7 +444,7 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         // Unsubscribed meanwhile: nothing will be relayed for it; the socket's end releases it upstream.
         return;
     };
-    match object_field(text, "result").and_then(number) {
+    match object_field(text, "result").and_then(plain_u64) {
         Some(up) => {
             sub.upstream.set(Some(up));
             link.by_upstream.borrow_mut().insert(up, cid);
