@@ -150,11 +150,11 @@ impl NetworkRoute {
             // (from `STALL_FLOOR_MS`), or its recent peak latency (from `RECENT_FLOOR_MS`). Most providers
             // have neither and stop here, without reading the health snapshot.
             let n = up.in_flight.get() as u64;
-            let mean_age = if n == 0 {
-                0.0
-            } else {
-                now_ms.saturating_sub(up.in_flight_started_ms.get() / n) as f64
-            };
+            let mean_age = up
+                .in_flight_started_ms
+                .get()
+                .checked_div(n)
+                .map_or(0.0, |started| now_ms.saturating_sub(started) as f64);
             let aged = if mean_age >= STALL_FLOOR_MS { mean_age } else { 0.0 };
             // The undecayed value bounds the decayed one.
             let recent = if up.recent_us[family as usize].get() >= RECENT_FLOOR_MS * 1000.0 {

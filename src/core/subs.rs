@@ -17,7 +17,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
-use futures_util::{SinkExt, StreamExt};
 
 use super::forward::{forward, write_json_str, CallOutcome, Caller};
 use super::marks::MarkKey;
@@ -26,7 +25,7 @@ use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::connect_ws;
+use crate::transport::ws::{connect_ws, pump};
 
 use async_tungstenite::tungstenite::Message;
 
@@ -359,7 +358,6 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
         tracing::debug!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket connected");
         backoff = RECONNECT_MIN;
         link.failures.set(0);
-        let (mut sink, mut stream) = socket.split();
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(65_536);
         *link.out.borrow_mut() = Some(out.clone());
         link.connected.set(true);
@@ -372,29 +370,12 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
                 link.subscribe(key, topic);
             }
         }
-        let writer_out = out.clone();
-        let writer = async move {
-            while let Some(msg) = writer_out.pop().await {
-                if sink.send(msg).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        };
-        let reader = async {
-            while let Some(frame) = stream.next().await {
-                let text = match frame {
-                    Ok(Message::Text(t)) => t.into_bytes(),
-                    Ok(Message::Binary(b)) => b,
-                    Ok(Message::Close(_)) | Err(_) => break,
-                    Ok(_) => continue,
-                };
-                let Some(route) = route.upgrade() else { break };
-                on_upstream_message(&route, &link, &text);
-            }
-        };
-        futures_lite::future::or(reader, writer).await;
-        out.close();
+        pump(socket, out, |text| {
+            let Some(route) = route.upgrade() else { return false };
+            on_upstream_message(&route, &link, text);
+            true
+        })
+        .await;
         *link.out.borrow_mut() = None;
         link.connected.set(false);
         link.failures.set(link.failures.get() + 1);

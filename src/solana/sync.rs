@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 use async_tungstenite::tungstenite::Message;
-use futures_util::{SinkExt, StreamExt};
 
 use super::net::Dest;
 use super::pubkey::Pubkey;
@@ -23,7 +22,7 @@ use crate::jsonscan::{object_field, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn, timeout_at};
 use crate::telemetry::metrics::SolanaMetric;
-use crate::transport::ws::connect_ws;
+use crate::transport::ws::{connect_ws, pump};
 
 /// The longest Prism waits for a delegation record read.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -250,7 +249,6 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         };
         backoff = RECONNECT_MIN;
         tracing::info!(network = %s.net.name, provider = %s.route.upstreams[p].name, accounts = s.table.len(), "delegation subscriptions connected");
-        let (mut sink, mut stream) = socket.split();
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 20);
         *s.link.out.borrow_mut() = Some(out.clone());
         s.link.connected.set(true);
@@ -260,28 +258,12 @@ async fn run_link(sol: Weak<SolanaRoute>) {
             s.link.subscribe(&entry);
         }
         drop(s);
-        let writer_out = out.clone();
-        let writer = async move {
-            while let Some(msg) = writer_out.pop().await {
-                if sink.send(msg).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        };
         let weak = sol.clone();
-        let reader = async move {
-            while let Some(frame) = stream.next().await {
-                let text = match frame {
-                    Ok(Message::Text(t)) => t.into_bytes(),
-                    Ok(Message::Binary(b)) => b,
-                    Ok(Message::Close(_)) | Err(_) => break,
-                    Ok(_) => continue,
-                };
-                let Some(s) = weak.upgrade() else { break };
-                on_message(&s, &text);
-            }
-        };
+        let socket_done = pump(socket, out.clone(), move |text| {
+            let Some(s) = weak.upgrade() else { return false };
+            on_message(&s, text);
+            true
+        });
         let shutdown = async {
             if let Some(s) = sol.upgrade() {
                 let sd = s.route.shutdown.clone();
@@ -289,7 +271,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
                 sd.triggered().await;
             }
         };
-        futures_lite::future::or(futures_lite::future::or(reader, writer), shutdown).await;
+        futures_lite::future::or(socket_done, shutdown).await;
         out.close();
         let Some(s) = sol.upgrade() else { return };
         *s.link.out.borrow_mut() = None;

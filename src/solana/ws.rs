@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 use async_tungstenite::tungstenite::Message;
-use futures_util::{SinkExt, StreamExt};
 
 use super::net::Dest;
 use super::pubkey::Pubkey;
@@ -21,7 +20,7 @@ use crate::core::forward::{Caller, ProxyError};
 use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::connect_ws;
+use crate::transport::ws::{connect_ws, pump};
 
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
@@ -327,7 +326,6 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         };
         backoff = RECONNECT_MIN;
         let Some(s) = session.upgrade() else { return };
-        let (mut sink, mut stream) = socket.split();
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 16);
         *link.out.borrow_mut() = Some(out.clone());
         link.pending.borrow_mut().clear();
@@ -344,29 +342,12 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
             link.subscribe(&sub);
         }
         drop(s);
-        let writer_out = out.clone();
-        let writer = async move {
-            while let Some(msg) = writer_out.pop().await {
-                if sink.send(msg).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        };
-        let reader = async {
-            while let Some(frame) = stream.next().await {
-                let text = match frame {
-                    Ok(Message::Text(t)) => t.into_bytes(),
-                    Ok(Message::Binary(b)) => b,
-                    Ok(Message::Close(_)) | Err(_) => break,
-                    Ok(_) => continue,
-                };
-                let Some(s) = session.upgrade() else { break };
-                on_side_message(&s, &link, &text);
-            }
-        };
-        futures_lite::future::or(reader, writer).await;
-        out.close();
+        pump(socket, out, |text| {
+            let Some(s) = session.upgrade() else { return false };
+            on_side_message(&s, &link, text);
+            true
+        })
+        .await;
         *link.out.borrow_mut() = None;
         let Some(s) = session.upgrade() else { return };
         if s.closed.get() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_tungstenite::tungstenite::client::IntoClientRequest;
+use async_tungstenite::tungstenite::Message;
 use async_tungstenite::WebSocketStream;
 
 use super::conn::Stream;
@@ -48,4 +49,40 @@ pub async fn connect_ws(
         Ok(Err(e)) => Err(TransportError::Connect(format!("WebSocket handshake failed: {e}"))),
         Err(_) => Err(TransportError::Timeout { sent: false }),
     }
+}
+
+/// Runs an upstream socket until either side ends: frames pushed to `out` are sent, and every text or binary
+/// frame received is handed to `on_text`, which returns false to stop reading. `out` is closed at the end,
+/// so pushes after that fail instead of queueing for a dead socket.
+pub async fn pump(
+    socket: UpstreamSocket,
+    out: std::rc::Rc<crate::runtime::queue::LocalQueue<Message>>,
+    mut on_text: impl FnMut(&[u8]) -> bool,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    let (mut sink, mut stream) = socket.split();
+    let writer_out = out.clone();
+    let writer = async move {
+        while let Some(msg) = writer_out.pop().await {
+            if sink.send(msg).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    };
+    let reader = async {
+        while let Some(frame) = stream.next().await {
+            let keep_going = match frame {
+                Ok(Message::Text(t)) => on_text(t.as_bytes()),
+                Ok(Message::Binary(b)) => on_text(&b),
+                Ok(Message::Close(_)) | Err(_) => false,
+                Ok(_) => true,
+            };
+            if !keep_going {
+                break;
+            }
+        }
+    };
+    futures_lite::future::or(reader, writer).await;
+    out.close();
 }
