@@ -563,11 +563,6 @@ async fn transaction(
                 sol.net.signatures.put(sig.as_str(), dest.code());
             }
         }
-        for k in &delegating {
-            // The delegation lands later; the record subscription will tell. Until then reads of it are
-            // checked against the owner the base layer reports.
-            tracing::debug!(network = %sol.net.name, account = %k, "transaction delegates an account; watching its record");
-        }
     }
     out
 }

@@ -50,8 +50,6 @@ pub struct BaseLink {
     pub connected: Cell<bool>,
     /// No base-layer provider has a WebSocket: nothing will ever confirm a subscription.
     pub unavailable: Cell<bool>,
-    /// How many times the link was lost.
-    pub drops: Cell<u64>,
 }
 
 impl BaseLink {
@@ -276,7 +274,6 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         let Some(s) = sol.upgrade() else { return };
         *s.link.out.borrow_mut() = None;
         s.link.connected.set(false);
-        s.link.drops.set(s.link.drops.get() + 1);
         s.route.recorder.metrics().solana(SolanaMetric::LinkDrops, 1);
         if s.route.shutdown.is_triggered() {
             return;
