@@ -22,6 +22,13 @@ fn corpus() -> Vec<Exchange> {
     load_corpus(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/corpus.jsonl"))
 }
 
+/// The error answers of the ethereum/execution-apis test fixtures (`tests/<method>/<case>.io` at commit
+/// 033ca6e, geth's answers to the spec's cases): eth_simulateV1's -380xx codes, invalid arguments, reverts,
+/// trace and storage errors. Every one is a correct answer to a wrong call.
+fn execution_apis() -> Vec<Exchange> {
+    load_corpus(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/execution-apis.jsonl"))
+}
+
 /// Prism in front of one replaying node, serving (chain id verified), batches as large as the corpus.
 fn start(node: &ReplayNode, max_batch: usize) -> Prism {
     let prism = Prism::builder()
@@ -474,4 +481,55 @@ fn malformed_bodies_do_not_open_a_healthy_providers_breaker() {
         resp.describe()
     );
     support::expect_http_result(&resp, "2");
+}
+
+/// Issue 13: errors no rule of Prism's knows (eth_simulateV1's -38020 "block numbers must be in order", ...)
+/// used to count as the provider's failure on a read, so one tenant replaying the execution-apis fixtures
+/// opened the only provider's breaker and the calls after it got -32603 instead of the node's answer.
+/// With one provider there is nobody to ask for a second opinion: nobody is blamed, the breaker never
+/// opens, and every answer is the node's bytes. Three rounds: a remembered verdict must not change that.
+#[test]
+fn execution_apis_error_answers_never_open_the_only_providers_breaker() {
+    let errors = execution_apis();
+    assert!(errors.len() >= 40, "only {} execution-apis error answers", errors.len());
+    assert!(
+        errors.iter().filter(|ex| ex.method == "eth_simulateV1").count() >= 20,
+        "eth_simulateV1 answers missing"
+    );
+    let mut all = corpus();
+    all.extend(errors.iter().cloned());
+    let node = ReplayNode::start(&all);
+    let prism = start(&node, 10);
+    let mut failures = Vec::new();
+    let mut internal = 0;
+    for round in 0..3 {
+        for (i, ex) in errors.iter().enumerate() {
+            let id = format!("\"r{round}-{i}\"");
+            let resp = prism.rpc(call_text(ex, &id).as_bytes());
+            let body = single_body(&resp);
+            if json::field(body, "error").and_then(|e| json::field(e, "code")) == Some(&b"-32603"[..])
+                && ex.error().and_then(|e| json::field(e, "code")) != Some(&b"-32603"[..])
+            {
+                internal += 1;
+            }
+            if let Err(e) = check(ex, &id, body) {
+                failures.push(format!("round {round}: {e}"));
+            }
+        }
+    }
+    let state = prism.provider_state("p1");
+    let balance = all.iter().find(|ex| ex.name == "balance").unwrap();
+    let after = prism.rpc(call_text(balance, "7").as_bytes());
+    assert!(
+        failures.is_empty() && state == "closed",
+        "p1 is {state:?} after {} execution-apis error answers; {internal} calls got -32603; then a valid read got {}\n{} of {} differ:\n\n{}",
+        errors.len() * 3,
+        after.describe(),
+        failures.len(),
+        errors.len() * 3,
+        failures.join("\n\n")
+    );
+    check(balance, "7", single_body(&after)).unwrap();
+    let misses: Vec<_> = node.asked().into_iter().filter(|a| !a.hit).collect();
+    assert!(misses.is_empty(), "calls with no recording reached the node: {misses:?}");
 }
