@@ -17,7 +17,12 @@
 //! 4. missing data, then request-too-large (specific range/size wordings before the generic
 //!    "limit exceeded" throttle), then throttles;
 //! 5. unsupported methods, provider-side failures, invalid arguments;
-//! 6. codes; then the default: a write's unknown error is the user's, a read's is the provider's.
+//! 6. codes; then the default: a write's unknown error is the user's; a read's is [`Class::Unknown`].
+//!
+//! Blame needs evidence: a well-formed error in a well-formed 2xx answer is the client's unless a rule
+//! says it is the provider's. An error no rule knows on a read (and the execution/tracer time budgets,
+//! which a heavy call and a slow node both hit) is `Unknown`: `forward` asks one other provider for a
+//! second opinion before blaming anyone, and `core::blame` remembers the verdict.
 //!
 //! The corpus in `tests/fixtures/errors/corpus.jsonl` holds real provider bodies with the class each must
 //! get; `classify/tests.rs` checks every row.
@@ -49,11 +54,14 @@ pub enum Class {
     /// A correct answer to a wrong call (revert, out of gas, nonce too low, invalid params, ...): return
     /// as it came; never counted, never retried.
     UserError,
+    /// Nobody knows yet whose fault this error is (no rule knows it, on a read): ask one other provider
+    /// before blaming anyone. Never counted by itself; never produced for a write.
+    Unknown,
 }
 
 impl Class {
     /// Every class, in declaration order.
-    pub const ALL: [Class; 8] = [
+    pub const ALL: [Class; 9] = [
         Class::Success,
         Class::ProviderFailure,
         Class::Throttled,
@@ -62,6 +70,7 @@ impl Class {
         Class::DataUnavailable,
         Class::TooLarge,
         Class::UserError,
+        Class::Unknown,
     ];
 
     /// A stable name for logs and metrics (the variant's name).
@@ -75,6 +84,7 @@ impl Class {
             Class::DataUnavailable => "DataUnavailable",
             Class::TooLarge => "TooLarge",
             Class::UserError => "UserError",
+            Class::Unknown => "Unknown",
         }
     }
 
@@ -92,6 +102,7 @@ impl Class {
                 | Class::QuotaExhausted
                 | Class::Unsupported
                 | Class::DataUnavailable
+                | Class::Unknown
         )
     }
 
@@ -142,7 +153,8 @@ pub fn classify_http(status: u16, body: &[u8]) -> Class {
 }
 
 /// A JSON-RPC error object (`{"code":..,"message":..,"data":..}`, raw bytes) by the rule table. `is_write`
-/// only decides the default for an error no row knows: the user's for a write, the provider's for a read.
+/// decides the default for an error no row knows (the user's for a write, [`Class::Unknown`] for a read)
+/// and what an `Unknown` row means for a write (the provider's, as a write is never asked twice).
 pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
     rpc_verdict(&ErrorText::from_bytes(error), is_write).class
 }
@@ -213,7 +225,7 @@ const fn c(code: i64, class: Class) -> Rule {
 
 use Class::{
     DataUnavailable as Data, ProviderFailure as Fail, QuotaExhausted as Quota, Throttled as Throttle,
-    TooLarge as Large, Unsupported as Unsup, UserError as User,
+    TooLarge as Large, Unknown, Unsupported as Unsup, UserError as User,
 };
 
 /// The JSON-RPC error rules, first match wins. See the module docs for why the order is what it is.
@@ -248,6 +260,9 @@ pub static RPC_RULES: &[Rule] = &[
     // 3. Transaction validation: the user's, before anything that says "limit".
     p(&["nonce too low"], User),
     p(&["nonce too high"], User),
+    p(&["nonce is too"], User), // execution-apis -38010/-38011 "Transactions nonce is too low", Besu "nonce is too distant"
+    p(&["nonce has max value"], User), // geth eth_simulateV1 -32603 "err: nonce has max value: ..." (a state override)
+    p(&["correct nonce"], User), // ganache "the tx doesn't have the correct nonce"
     p(&["invalid transaction nonce"], User), // Arbitrum
     p(&["nonce has already been used"], User),
     p(&["oldnonce"], User), // Nethermind
@@ -261,6 +276,9 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["less than block base fee"], User), // max fee per gas / fee cap less than block base fee
     p(&["max fee per gas"], User),
     p(&["max priority fee per gas"], User),
+    p(&["maxfeepergas"], User),  // execution-apis -32005 "Transactions maxFeePerGas is too low" (not a rate limit)
+    p(&["basefeepergas"], User), // execution-apis -38012 "Transactions baseFeePerGas is too low"
+    p(&["gas price below"], User), // Besu -32009 "Gas price below configured minimum gas price"
     p(&["gas price too low"], User), // Arbitrum
     p(&["feetoolow"], User),         // Nethermind
     p(&["intrinsic gas"], User),     // intrinsic gas too low
@@ -272,6 +290,7 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["insufficient funds"], User),
     p(&["insufficientfunds"], User), // Nethermind
     p(&["insufficient balance"], User),
+    p(&["upfront cost exceeds"], User), // Besu -32004 "Upfront cost exceeds account balance"
     p(&["not enough funds"], User), // Arbitrum "not enough funds for gas"
     p(&["invalid sender"], User),
     p(&["invalid signature"], User),
@@ -280,18 +299,30 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["oversized data"], User),
     p(&["negative value"], User),
     p(&["initcode size"], User),
+    p(&["init code size"], User), // execution-apis -38025 "Max init code size exceeded"
     p(&["sender not an eoa"], User),
+    p(&["sender is not an eoa"], User), // execution-apis -38024
     p(&["transaction type not supported"], User), // the chain's rule, the same at every provider
     p(&["tx type not supported"], User),
     p(&["rlp:"], User), // undecodable raw transaction
     p(&["typed transaction too short"], User),
     p(&["invalid block range"], User), // geth "invalid block range params" (from > to), not "too wide"
+    // eth_simulateV1's input rules (execution-apis -380xx): the simulated blocks are the caller's.
+    p(&["block numbers must be in order"], User), // geth -38020
+    p(&["block number in sequence"], User),       // execution-apis -38020
+    p(&["block timestamps must be in order"], User), // geth -38021
+    p(&["block timestamp in sequence"], User),    // execution-apis -38021
+    p(&["moveprecompiletoaddress"], User),        // execution-apis -38022/-38023
+    p(&["is not a precompile"], User),            // geth -32000 "account 0x.. is not a precompile"
+    p(&["already overridden"], User),
+    p(&["genesis is not traceable"], User), // geth debug_traceBlock* of block 0
     p(&["filter not found"], User),    // filters live where they were made
     // 4a. This provider lacks the data: lagging or pruned.
     p(&["header not found"], Data),
     p(&["missing trie node"], Data),
     p(&["unknown block"], Data),   // also Alchemy's code 3 "Unknown block"
     p(&["block not found"], Data), // Erigon "block not found 21772057", "finalized block not found"
+    p(&["block 0x", "not found"], Data), // geth debug_traceBlockByHash "block 0x.. not found"
     p(&["could not find block"], Data),
     p(&["pending block is not available"], Data),
     p(&["beyond current head"], Data), // reth "block range extends beyond current head block"
@@ -327,7 +358,8 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["limited to a"], Large),      // QuickNode/Blast "eth_getLogs is limited to a 10,000 range"
     p(&["limited to", "block"], Large),
     p(&["block range"], Large), // Alchemy "up to a 2K block range", "this block range should work", "bigger than maxBlockRange"
-    p(&["too many blocks"], Large),
+    p(&["too many blocks"], Large), // also geth eth_simulateV1 -38026
+    p(&["client adjustable limit"], Large), // execution-apis -38026 "Client adjustable limit exceeded"
     p(&["limit the query to"], Large),
     p(&["query must be smaller than"], Large),
     p(&["response size"], Large), // Alchemy "Log response size exceeded", 1rpc "response size should not greater than"
@@ -366,9 +398,15 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["does not support"], Unsup), // MegaNode -32004 "method x does not support"
     p(&["not supported"], Unsup),
     p(&["not implemented"], Unsup),
+    // The call's own time budget on the node (eth_call's RPCEVMTimeout, a tracer's timeout): a heavy call hits
+    // it everywhere, a slow node alone; only a second opinion tells which.
+    p(&["execution aborted"], Unknown), // geth "execution aborted (timeout = 5s)"
+    p(&["execution timeout"], Unknown), // geth tracers, eth_simulateV1 -32016 "execution timeout"
+    p(&["tracer timeout"], Unknown),
+    p(&["tracing timeout"], Unknown),
     // Provider-side failures.
     p(&["timed out"], Fail), // geth -32002 "request timed out"
-    p(&["timeout"], Fail),   // "execution aborted (timeout = 5s)", "execution timeout", MegaNode "timeout"
+    p(&["timeout"], Fail),   // MegaNode "timeout"
     p(&["deadline exceeded"], Fail),
     p(&["handler crashed"], Fail), // Erigon "method handler crashed"
     p(&["internal error"], Fail),
@@ -393,8 +431,10 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["no such host"], Fail),
     p(&["error sending request"], Fail), // reth forwarding to its sequencer failed
     // Invalid arguments (after the rows above, which name specific ones).
-    p(&["invalid argument"], User),
-    p(&["invalid params"], User),
+    p(&["invalid argument"], User), // geth "invalid argument 0: hex string without 0x prefix"
+    p(&["invalid params"], User),   // Nethermind, Reth (jsonrpsee), Besu "Invalid params"
+    p(&["invalid input"], User),    // Besu
+    p(&["invalid type:"], User),    // Reth/serde "invalid type: string \"x\", expected ..."
     p(&["invalid request"], User),
     p(&["parse error"], User),
     p(&["cannot unmarshal"], User),
@@ -426,6 +466,20 @@ pub static RPC_RULES: &[Rule] = &[
     c(-32002, Data),     // EIP-1474 resource unavailable
     c(-32003, User),     // EIP-1474 transaction rejected
     c(-32010, User),     // QuickNode / Nethermind: transaction rejected by the pool
+    c(-32015, User),     // execution-apis: VM execution error
+    c(-38010, User),     // execution-apis eth_simulateV1: nonce too low
+    c(-38011, User),     // nonce too high
+    c(-38012, User),     // base fee too low
+    c(-38013, User),     // intrinsic gas
+    c(-38014, User),     // insufficient funds
+    c(-38015, User),     // block gas limit exceeded
+    c(-38020, User),     // block numbers out of order
+    c(-38021, User),     // block timestamps out of order
+    c(-38022, User),     // MovePrecompileToAddress referenced itself
+    c(-38023, User),     // MovePrecompileToAddress twice to one address
+    c(-38024, User),     // sender is not an EOA
+    c(-38025, User),     // max init code size exceeded
+    c(-38026, Large),    // client adjustable limit exceeded
 ];
 
 // ---------------------------------------------------------------------------------------------------------
@@ -555,15 +609,16 @@ fn rpc_verdict(e: &ErrorText, is_write: bool) -> Verdict {
     for rule in RPC_RULES {
         if rule_matches(rule, e) {
             let by = if rule.phrases.is_empty() { By::Code } else { By::Phrase };
-            return Verdict { class: rule.class, by };
+            // A write is never asked twice, so nobody can give a second opinion: as before, the provider's.
+            let class = match rule.class {
+                Class::Unknown if is_write => Class::ProviderFailure,
+                class => class,
+            };
+            return Verdict { class, by };
         }
     }
     Verdict {
-        class: if is_write {
-            Class::UserError
-        } else {
-            Class::ProviderFailure
-        },
+        class: if is_write { Class::UserError } else { Class::Unknown },
         by: By::Default,
     }
 }
@@ -590,6 +645,14 @@ fn http_hint(text: &str) -> Option<Class> {
 }
 
 fn reconcile(status: u16, v: Verdict, body: &[u8]) -> Class {
+    // Only a well-formed 2xx answer gets the benefit of the doubt.
+    let v = match v.class {
+        Class::Unknown if !(200..300).contains(&status) => Verdict {
+            class: Class::ProviderFailure,
+            ..v
+        },
+        _ => v,
+    };
     match status {
         200..=299 => v.class,
         429 => match v.class {

@@ -240,12 +240,22 @@ fn reverts_win_over_whatever_the_contract_says() {
 }
 
 #[test]
-fn node_timeouts_are_the_providers() {
+fn node_timeouts_are_the_providers_but_execution_budgets_take_a_second_opinion() {
     assert_eq!(read(-32002, "request timed out"), Class::ProviderFailure);
-    assert_eq!(read(-32000, "execution timeout"), Class::ProviderFailure);
-    assert_eq!(read(-32000, "execution aborted (timeout = 5s)"), Class::ProviderFailure);
     assert_eq!(read(-32000, "context deadline exceeded"), Class::ProviderFailure);
+    assert_eq!(read(-32000, "timeout"), Class::ProviderFailure);
     assert_eq!(write(-32000, "request timed out"), Class::ProviderFailure);
+    // The call's own budget: a heavy call hits it on every node, a slow node alone.
+    assert_eq!(read(-32000, "execution timeout"), Class::Unknown);
+    assert_eq!(read(-32000, "execution aborted (timeout = 5s)"), Class::Unknown);
+    assert_eq!(read(-32000, "tracer timeout"), Class::Unknown);
+    // A write is never asked twice: as before, the provider's.
+    assert_eq!(write(-32000, "execution aborted (timeout = 5s)"), Class::ProviderFailure);
+    // Not in a well-formed 2xx answer: the provider's.
+    assert_eq!(
+        classify_rpc_error_with_status(503, &rpc(-32000, "execution timeout"), false),
+        Class::ProviderFailure
+    );
 }
 
 #[test]
@@ -273,10 +283,45 @@ fn result_caps_beat_the_throttle_code() {
 
 #[test]
 fn unknown_minus_32000_depends_on_direction() {
-    assert_eq!(read(-32000, "something nobody has seen"), Class::ProviderFailure);
+    // A read's unknown error takes a second opinion; a write's is the user's.
+    assert_eq!(read(-32000, "something nobody has seen"), Class::Unknown);
     assert_eq!(write(-32000, "something nobody has seen"), Class::UserError);
-    assert_eq!(read(-31999, ""), Class::ProviderFailure);
+    assert_eq!(read(-31999, ""), Class::Unknown);
     assert_eq!(write(12345, "?"), Class::UserError);
+    // Only a well-formed 2xx answer gets the benefit of the doubt.
+    let e = rpc(-32000, "something nobody has seen");
+    assert_eq!(classify_rpc_error_with_status(200, &e, false), Class::Unknown);
+    assert_eq!(classify_rpc_error_with_status(500, &e, false), Class::ProviderFailure);
+    assert_eq!(classify_rpc_error_with_status(400, &e, false), Class::ProviderFailure);
+    assert!(!Class::Unknown.counts_as_failure());
+    assert!(!Class::Unknown.is_final_answer());
+}
+
+#[test]
+fn execution_apis_simulate_codes_are_the_callers() {
+    // eth_simulateV1's -380xx codes describe the simulated input, whatever the message says.
+    for code in [
+        -38010, -38011, -38012, -38013, -38014, -38015, -38020, -38021, -38022, -38023, -38024, -38025,
+    ] {
+        assert_eq!(read(code, "something new"), Class::UserError, "{code}");
+        assert_eq!(read(code, ""), Class::UserError, "{code}");
+    }
+    assert_eq!(read(-38026, "Client adjustable limit exceeded"), Class::TooLarge);
+    assert_eq!(read(-38026, "too many blocks"), Class::TooLarge);
+    // -32005 is a rate limit, except when it says the fee is too low.
+    assert_eq!(read(-32005, "Transactions maxFeePerGas is too low"), Class::UserError);
+    assert_eq!(read(-32005, "limit exceeded"), Class::Throttled);
+    assert_eq!(read(-32015, "VM execution error."), Class::UserError);
+    assert_eq!(read(-32015, ""), Class::UserError);
+    // geth's -32603 for a nonce override at its maximum is the caller's, not an internal error.
+    assert_eq!(
+        read(-32603, "err: nonce has max value: address 0xC000000000000000000000000000000000000000, nonce: 18446744073709551615 (supplied gas 50000000)"),
+        Class::UserError
+    );
+    assert_eq!(read(-32603, "Internal error"), Class::ProviderFailure);
+    // Besu codes that elsewhere mean "unsupported" and "throttled".
+    assert_eq!(read(-32004, "Upfront cost exceeds account balance"), Class::UserError);
+    assert_eq!(read(-32009, "Gas price below configured minimum gas price"), Class::UserError);
 }
 
 #[test]
