@@ -380,6 +380,7 @@ fn build_shard(
             cache_depth: config.networks[index].cache_depth_blocks,
             inflight: config.cache.dedupe.then(InFlight::default),
             subs: SubHub::default(),
+            blame: Default::default(),
             ws_urls: n.providers.iter().map(|p| p.ws_endpoint.clone()).collect(),
             ws_addrs: n.providers.iter().map(|p| p.ws_addrs.clone()).collect(),
             ws_tls: tls_config.clone(),

@@ -6,6 +6,12 @@
 //! deadline); a write goes to exactly one upstream once: it moves to another provider only when not one
 //! byte of it can have been sent, and a write that timed out after sending returns a distinct error
 //! carrying the transaction hash.
+//!
+//! Blame needs evidence: an error no classifier rule knows, in a well-formed answer to a read, is asked
+//! once of another provider (a second opinion). A result there blames the first provider (its breaker
+//! counts, the client gets the result); the same error, a user error, or nobody else to ask blames nobody
+//! and the client gets the first node's bytes. `core::blame` remembers the verdict for a while, so a
+//! stream of the same bad call costs one second opinion.
 
 use std::cell::Cell;
 use std::ops::Range;
@@ -15,10 +21,11 @@ use crate::config::{Jitter, RetryOn, Strategy, Weights};
 use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::telemetry::clock::now_ms;
-use crate::telemetry::metrics::Reuse;
+use crate::telemetry::metrics::{Reuse, Settled};
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::TransportError;
 
+use super::blame::{Blame, BlameKey};
 use super::cache::{answer_cacheable, request_pin, revealed_block};
 use super::canon::canonical_key;
 use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
@@ -358,6 +365,8 @@ impl<'r, 'c> Attempts<'r, 'c> {
         let mut backoffs = 0u32;
         // The last answer came from a provider below the client's mark.
         let mut lagging = false;
+        // An unknown error waiting for a second opinion.
+        let mut dispute: Option<Dispute> = None;
         loop {
             let now = now_ms();
             let dice = fastrand::f64();
@@ -377,6 +386,8 @@ impl<'r, 'c> Attempts<'r, 'c> {
             };
             let i = match choice {
                 Choice::Provider(i) => i,
+                // Nobody else to ask: nobody is blamed.
+                _ if dispute.is_some() => return self.undisputed(dispute.take().unwrap(), Settled::Alone),
                 // Out of providers after a lagging answer: never hand a client a height below its mark.
                 _ if lagging => return self.synthesized_head().unwrap_or_else(|| self.behind_mark()),
                 Choice::AllDown { open, retry_after_ms } => {
@@ -404,11 +415,20 @@ impl<'r, 'c> Attempts<'r, 'c> {
             let latency_us = started.elapsed().as_micros() as u64;
             let verdict = self.judge(i, id, result);
             let class = verdict.class();
-            route.note_outcome(i, self.info.family, class, latency_us, false);
+            // An unknown error is noted once it is settled.
+            if class != Class::Unknown {
+                route.note_outcome(i, self.info.family, class, latency_us, false);
+            }
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
                 upstream.observe_latency(self.info.family, latency_us, now + latency_us / 1000);
             }
             let more = attempt < max && Instant::now() < self.deadline;
+            if let Some(d) = dispute.take() {
+                // This answer was the second opinion on `d`.
+                if let Some(answer) = self.second_opinion(d, i, &verdict, latency_us) {
+                    return answer;
+                }
+            }
             match verdict {
                 Verdict::Answer { body, value, is_error } => {
                     return self.finish(i, body, value, is_error, more);
@@ -427,6 +447,21 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     if !more {
                         return self.synthesized_head().unwrap_or_else(|| self.behind_mark());
                     }
+                }
+                Verdict::Disputed { answer, key } => {
+                    let d = Dispute {
+                        provider: i,
+                        latency_us,
+                        key,
+                        answer,
+                    };
+                    // Filters live on one provider: nobody else can say anything about them.
+                    if !more || self.info.kind == Kind::Filter {
+                        return self.undisputed(d, Settled::Alone);
+                    }
+                    route.blame.begin(key, now_ms());
+                    dispute = Some(d);
+                    lagging = false;
                 }
                 Verdict::Failed {
                     error,
@@ -475,6 +510,47 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 }
             }
         }
+    }
+
+    /// Settles `d` with the answer provider `j` gave to the same call: a result blames `d`'s provider (and
+    /// returns `None`: the result is the client's answer, handled as any other), anything else blames
+    /// nobody and returns `d`'s answer, the first node's bytes.
+    fn second_opinion(&self, d: Dispute, j: usize, verdict: &Verdict, latency_us: u64) -> Option<CallOutcome> {
+        let route = self.route;
+        let (blame, how) = match verdict {
+            Verdict::Answer { is_error: false, .. } => (Some(Blame::Provider), Settled::SecondOpinionProvider),
+            // The same error, or one the rules know as the caller's (a user error, too large).
+            Verdict::Answer { is_error: true, .. } => (Some(Blame::Client), Settled::SecondOpinionClient),
+            Verdict::Disputed { key, .. } if *key == d.key => (Some(Blame::Client), Settled::SecondOpinionClient),
+            _ => (None, Settled::SecondOpinionInconclusive),
+        };
+        if let Verdict::Disputed { .. } = verdict {
+            // The second provider's unknown error is not asked of a third: nobody's.
+            route.note_outcome(j, self.info.family, Class::UserError, latency_us, false);
+        }
+        let first = if blame == Some(Blame::Provider) {
+            Class::ProviderFailure
+        } else {
+            Class::UserError
+        };
+        route.note_outcome(d.provider, self.info.family, first, d.latency_us, false);
+        route.blame.settle(d.key, blame, now_ms());
+        route.recorder.metrics().settled(how);
+        if blame == Some(Blame::Provider) {
+            tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
+            None
+        } else {
+            Some(d.answer)
+        }
+    }
+
+    /// `d` is settled without a second opinion: nobody is blamed, the client gets the node's bytes.
+    fn undisputed(&self, d: Dispute, how: Settled) -> CallOutcome {
+        self.route
+            .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false);
+        self.route.blame.settle(d.key, None, now_ms());
+        self.route.recorder.metrics().settled(how);
+        d.answer
     }
 
     fn all_down(&self, now: u64) -> CallOutcome {
@@ -529,13 +605,32 @@ impl<'r, 'c> Attempts<'r, 'c> {
         let ok_status = (200..300).contains(&resp.status);
         match checked {
             Ok(a) if a.is_error && (ok_status || (400..600).contains(&resp.status)) => {
-                let class = classify_rpc_error_with_status(resp.status, &resp.body[a.value.clone()], self.write);
+                let mut class = classify_rpc_error_with_status(resp.status, &resp.body[a.value.clone()], self.write);
+                let mut key = None;
+                if class == Class::Unknown {
+                    let k = BlameKey::of(&self.call.method, &resp.body[a.value.clone()]);
+                    let (settled, how) = match self.route.blame.recall(k, now_ms()) {
+                        None => (Class::Unknown, None),
+                        Some(Blame::Client) => (Class::UserError, Some(Settled::RememberedClient)),
+                        Some(Blame::Pending) => (Class::UserError, Some(Settled::Pending)),
+                        Some(Blame::Provider) => (Class::ProviderFailure, Some(Settled::RememberedProvider)),
+                    };
+                    if let Some(how) = how {
+                        self.route.recorder.metrics().settled(how);
+                    }
+                    class = settled;
+                    key = Some(k);
+                }
                 let answer = CallOutcome::Answer {
                     value: a.value,
                     is_error: true,
                     body: resp.body,
                 };
                 match class {
+                    Class::Unknown => Verdict::Disputed {
+                        answer,
+                        key: key.expect("set for Unknown"),
+                    },
                     Class::Success | Class::UserError | Class::TooLarge => match answer {
                         CallOutcome::Answer { body, value, is_error } => Verdict::Answer { body, value, is_error },
                         _ => unreachable!(),
@@ -636,6 +731,14 @@ impl<'r, 'c> Attempts<'r, 'c> {
     }
 }
 
+/// An unknown error waiting for a second opinion: who answered it, how fast, and the answer itself.
+struct Dispute {
+    provider: usize,
+    latency_us: u64,
+    key: BlameKey,
+    answer: CallOutcome,
+}
+
 enum Verdict {
     Answer {
         body: Vec<u8>,
@@ -646,6 +749,8 @@ enum Verdict {
     Reroute { answer: CallOutcome },
     /// The provider answered from below the client's mark.
     Lagging { answer: CallOutcome },
+    /// An error no rule knows, on a read: whose fault it is takes a second opinion.
+    Disputed { answer: CallOutcome, key: BlameKey },
     Failed {
         error: ProxyError,
         sent: bool,
@@ -661,6 +766,7 @@ impl Verdict {
         match self {
             Verdict::Answer { .. } | Verdict::Lagging { .. } => Class::Success,
             Verdict::Reroute { .. } => Class::Unsupported,
+            Verdict::Disputed { .. } => Class::Unknown,
             Verdict::Failed { class, .. } => *class,
         }
     }

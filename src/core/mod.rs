@@ -1,6 +1,7 @@
 //! The balancer core: what a call means (method table), where it goes (router), and how its answer is
 //! judged: breakers, scoring router, retries, chain view and per-client high-water marks.
 
+pub mod blame;
 pub mod breaker;
 pub mod cache;
 pub mod canon;

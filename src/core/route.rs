@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
+use super::blame::BlameMemory;
 use super::breaker::Transition;
 use super::cache::ResultCache;
 use super::classify::Class;
@@ -128,6 +129,8 @@ pub struct NetworkRoute {
     pub inflight: Option<InFlight>,
     /// This shard's client subscriptions and upstream WebSocket links.
     pub subs: SubHub,
+    /// This shard's verdicts on errors the classifier does not know (see `core::blame`).
+    pub blame: BlameMemory,
     /// Each provider's WebSocket endpoint and resolved addresses, if it has one.
     pub ws_urls: Vec<Option<Endpoint>>,
     pub ws_addrs: Vec<Arc<[SocketAddr]>>,
@@ -200,7 +203,8 @@ impl NetworkRoute {
         let outcome = match class {
             Class::ProviderFailure => Outcome::Failed,
             Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
-            Class::Unsupported | Class::DataUnavailable => Outcome::Rerouted,
+            // `forward` settles an unknown error before it is noted; anything else passing one is undecided.
+            Class::Unsupported | Class::DataUnavailable | Class::Unknown => Outcome::Rerouted,
             Class::Success | Class::UserError | Class::TooLarge => Outcome::Ok,
         };
         self.recorder.record(self.index, i, family, latency_us, outcome);
@@ -231,8 +235,8 @@ impl NetworkRoute {
                     p.breaker.on_inconclusive(now);
                 }
             }
-            Class::Unsupported | Class::DataUnavailable if probe => p.breaker.on_inconclusive(now),
-            Class::Unsupported | Class::DataUnavailable => {}
+            Class::Unsupported | Class::DataUnavailable | Class::Unknown if probe => p.breaker.on_inconclusive(now),
+            Class::Unsupported | Class::DataUnavailable | Class::Unknown => {}
             Class::Success | Class::UserError | Class::TooLarge => {
                 if p.breaker.on_success(now) == Transition::Closed {
                     tracing::warn!(network = %self.name, provider = %name, "breaker closed");

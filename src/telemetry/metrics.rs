@@ -94,6 +94,27 @@ pub struct ShardMetrics {
     ws: [std::sync::atomic::AtomicI64; 7],
     /// Solana magic router, see [`SolanaMetric`].
     solana: [std::sync::atomic::AtomicI64; 5],
+    /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
+    settled: [AtomicU64; 7],
+}
+
+/// How an error the classifier does not know (on a read) was settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// A second opinion answered the same error (or refused the call as a user error): the client's.
+    SecondOpinionClient = 0,
+    /// A second opinion answered with a result: the first provider was blamed.
+    SecondOpinionProvider = 1,
+    /// The second opinion failed or said something else: nobody blamed.
+    SecondOpinionInconclusive = 2,
+    /// A remembered "client's" verdict answered it without asking.
+    RememberedClient = 3,
+    /// A remembered "provider's" verdict blamed the provider without asking.
+    RememberedProvider = 4,
+    /// A second opinion on the same error was already in flight: nobody blamed.
+    Pending = 5,
+    /// No other provider could be asked: nobody blamed.
+    Alone = 6,
 }
 
 /// What the Solana magic router counts (all solana-magic networks together).
@@ -138,7 +159,12 @@ impl ShardMetrics {
             cache: Default::default(),
             ws: Default::default(),
             solana: Default::default(),
+            settled: Default::default(),
         }
+    }
+
+    pub fn settled(&self, how: Settled) {
+        self.settled[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn solana(&self, m: SolanaMetric, delta: i64) {
@@ -370,6 +396,21 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
+    }
+    let settled = |i: usize| sum(shards, |s| s.settled[i].load(Ordering::Relaxed));
+    let _ = writeln!(
+        out,
+        "# HELP prism_second_opinions_total Errors no rule knows, asked again of another provider, by whose fault the answer showed.\n# TYPE prism_second_opinions_total counter"
+    );
+    for (i, outcome) in ["client", "provider", "inconclusive"].iter().enumerate() {
+        let _ = writeln!(out, "prism_second_opinions_total{{outcome=\"{outcome}\"}} {}", settled(i));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP prism_unknown_errors_unasked_total Errors no rule knows, settled without a second opinion: by a remembered verdict, one already in flight, or no other provider.\n# TYPE prism_unknown_errors_unasked_total counter"
+    );
+    for (i, how) in ["remembered_client", "remembered_provider", "pending", "alone"].iter().enumerate() {
+        let _ = writeln!(out, "prism_unknown_errors_unasked_total{{how=\"{how}\"}} {}", settled(3 + i));
     }
     let ws = |i: usize| shards.iter().map(|s| s.ws[i].load(Ordering::Relaxed)).sum::<i64>();
     let _ = writeln!(

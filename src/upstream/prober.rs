@@ -51,11 +51,13 @@ async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<V
         .await
         .map_err(|e| classify_transport(&e))?;
     match check_response(&resp.body, id) {
-        Ok(answer) if answer.is_error => Err(classify_rpc_error_with_status(
-            resp.status,
-            &resp.body[answer.value],
-            false,
-        )),
+        // Prism's own call, without params: an error no rule knows is the provider's.
+        Ok(answer) if answer.is_error => Err(
+            match classify_rpc_error_with_status(resp.status, &resp.body[answer.value], false) {
+                Class::Unknown => Class::ProviderFailure,
+                class => class,
+            },
+        ),
         Ok(answer) if (200..300).contains(&resp.status) => Ok(resp.body[answer.value].to_vec()),
         _ if !(200..300).contains(&resp.status) => Err(classify_http(resp.status, &resp.body)),
         _ => Err(Class::ProviderFailure),
