@@ -531,5 +531,8 @@ fn execution_apis_error_answers_never_open_the_only_providers_breaker() {
     );
     check(balance, "7", single_body(&after)).unwrap();
     let misses: Vec<_> = node.asked().into_iter().filter(|a| !a.hit).collect();
-    assert!(misses.is_empty(), "calls with no recording reached the node: {misses:?}");
+    assert!(
+        misses.is_empty(),
+        "calls with no recording reached the node: {misses:?}"
+    );
 }

@@ -11,10 +11,10 @@ mod support;
 use std::time::Duration;
 use support::{call, json, wait_until, FakeProvider, Prism, Reply};
 
-const WAIT: Duration = Duration::from_secs(5);
 const KEY: &str = "rr-key-0001";
 const SIM: &str = "eth_simulateV1";
-const SIM_PARAMS: &str = r#"[{"blockStateCalls":[{"blockOverrides":{"number":"0x9a"}},{"blockOverrides":{"number":"0x90"}}]},"latest"]"#;
+const SIM_PARAMS: &str =
+    r#"[{"blockStateCalls":[{"blockOverrides":{"number":"0x9a"}},{"blockOverrides":{"number":"0x90"}}]},"latest"]"#;
 
 /// Two providers behind a round-robin key, so both get client calls from the start.
 fn start(p1: &FakeProvider, p2: &FakeProvider) -> Prism {
@@ -109,7 +109,12 @@ fn an_unknown_error_another_provider_answers_is_blamed_on_the_first() {
     assert!(failures_at(&prism, "p1") >= 5.0, "p1's failures were not counted");
     assert_eq!(failures_at(&prism, "p2"), 0.0);
     // One second opinion found the fault; the remembered verdict blamed the rest without asking again.
-    assert_eq!(second_opinions(&prism, "provider"), 1.0, "{}", prism.admin_get("/metrics").text());
+    assert_eq!(
+        second_opinions(&prism, "provider"),
+        1.0,
+        "{}",
+        prism.admin_get("/metrics").text()
+    );
     assert!(unasked(&prism, "remembered_provider") >= 1.0);
 }
 
@@ -138,7 +143,12 @@ fn the_same_unknown_error_from_both_is_nobodys_and_a_stream_of_it_costs_one_seco
         p1.count(SIM),
         p2.count(SIM)
     );
-    assert_eq!(second_opinions(&prism, "client"), 1.0, "{}", prism.admin_get("/metrics").text());
+    assert_eq!(
+        second_opinions(&prism, "client"),
+        1.0,
+        "{}",
+        prism.admin_get("/metrics").text()
+    );
     assert_eq!(second_opinions(&prism, "provider"), 0.0);
     assert!(unasked(&prism, "remembered_client") >= 48.0);
     for p in ["p1", "p2"] {
@@ -166,7 +176,10 @@ fn an_unknown_error_on_a_write_is_the_users_and_is_sent_once() {
         6,
         "a write was sent twice"
     );
-    assert_eq!(second_opinions(&prism, "client") + second_opinions(&prism, "provider"), 0.0);
+    assert_eq!(
+        second_opinions(&prism, "client") + second_opinions(&prism, "provider"),
+        0.0
+    );
     assert_eq!(failures_at(&prism, "p1") + failures_at(&prism, "p2"), 0.0);
 }
 

@@ -181,7 +181,10 @@ mod tests {
         assert_eq!(a, c, "member order and escapes of digits do not matter");
         assert_ne!(
             a,
-            key("eth_call", r#"{"code":-38020,"message":"block numbers must be in order: 1"}"#),
+            key(
+                "eth_call",
+                r#"{"code":-38020,"message":"block numbers must be in order: 1"}"#
+            ),
             "another method"
         );
         assert_ne!(
@@ -198,8 +201,14 @@ mod tests {
             "another message under the same code"
         );
         assert_eq!(
-            key("eth_call", r#"{"code":-32000,"message":"account 0xC100 is not a precompile"}"#),
-            key("eth_call", r#"{"code":-32000,"message":"account 0x0100 is not a precompile"}"#),
+            key(
+                "eth_call",
+                r#"{"code":-32000,"message":"account 0xC100 is not a precompile"}"#
+            ),
+            key(
+                "eth_call",
+                r#"{"code":-32000,"message":"account 0x0100 is not a precompile"}"#
+            ),
         );
     }
 
@@ -210,7 +219,11 @@ mod tests {
         assert_eq!(m.recall(k, 0), None);
         m.begin(k, 1_000);
         assert_eq!(m.recall(k, 1_001), Some(Blame::Pending));
-        assert_eq!(m.recall(k, 1_000 + PENDING_TTL_MS), None, "a lost second opinion does not stick");
+        assert_eq!(
+            m.recall(k, 1_000 + PENDING_TTL_MS),
+            None,
+            "a lost second opinion does not stick"
+        );
         m.settle(k, Some(Blame::Client), 2_000);
         assert_eq!(m.recall(k, 2_001), Some(Blame::Client));
         assert_eq!(m.len(2_001), 1, "one slot per key");

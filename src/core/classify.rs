@@ -276,12 +276,12 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["less than block base fee"], User), // max fee per gas / fee cap less than block base fee
     p(&["max fee per gas"], User),
     p(&["max priority fee per gas"], User),
-    p(&["maxfeepergas"], User),  // execution-apis -32005 "Transactions maxFeePerGas is too low" (not a rate limit)
+    p(&["maxfeepergas"], User), // execution-apis -32005 "Transactions maxFeePerGas is too low" (not a rate limit)
     p(&["basefeepergas"], User), // execution-apis -38012 "Transactions baseFeePerGas is too low"
     p(&["gas price below"], User), // Besu -32009 "Gas price below configured minimum gas price"
     p(&["gas price too low"], User), // Arbitrum
-    p(&["feetoolow"], User),         // Nethermind
-    p(&["intrinsic gas"], User),     // intrinsic gas too low
+    p(&["feetoolow"], User),    // Nethermind
+    p(&["intrinsic gas"], User), // intrinsic gas too low
     p(&["gas too low"], User),
     p(&["out of gas"], User),
     p(&["gas required exceeds allowance"], User),
@@ -291,7 +291,7 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["insufficientfunds"], User), // Nethermind
     p(&["insufficient balance"], User),
     p(&["upfront cost exceeds"], User), // Besu -32004 "Upfront cost exceeds account balance"
-    p(&["not enough funds"], User), // Arbitrum "not enough funds for gas"
+    p(&["not enough funds"], User),     // Arbitrum "not enough funds for gas"
     p(&["invalid sender"], User),
     p(&["invalid signature"], User),
     p(&["invalid chain id"], User),
@@ -301,27 +301,27 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["initcode size"], User),
     p(&["init code size"], User), // execution-apis -38025 "Max init code size exceeded"
     p(&["sender not an eoa"], User),
-    p(&["sender is not an eoa"], User), // execution-apis -38024
+    p(&["sender is not an eoa"], User),           // execution-apis -38024
     p(&["transaction type not supported"], User), // the chain's rule, the same at every provider
     p(&["tx type not supported"], User),
     p(&["rlp:"], User), // undecodable raw transaction
     p(&["typed transaction too short"], User),
     p(&["invalid block range"], User), // geth "invalid block range params" (from > to), not "too wide"
     // eth_simulateV1's input rules (execution-apis -380xx): the simulated blocks are the caller's.
-    p(&["block numbers must be in order"], User), // geth -38020
-    p(&["block number in sequence"], User),       // execution-apis -38020
+    p(&["block numbers must be in order"], User),    // geth -38020
+    p(&["block number in sequence"], User),          // execution-apis -38020
     p(&["block timestamps must be in order"], User), // geth -38021
-    p(&["block timestamp in sequence"], User),    // execution-apis -38021
-    p(&["moveprecompiletoaddress"], User),        // execution-apis -38022/-38023
-    p(&["is not a precompile"], User),            // geth -32000 "account 0x.. is not a precompile"
+    p(&["block timestamp in sequence"], User),       // execution-apis -38021
+    p(&["moveprecompiletoaddress"], User),           // execution-apis -38022/-38023
+    p(&["is not a precompile"], User),               // geth -32000 "account 0x.. is not a precompile"
     p(&["already overridden"], User),
     p(&["genesis is not traceable"], User), // geth debug_traceBlock* of block 0
-    p(&["filter not found"], User),    // filters live where they were made
+    p(&["filter not found"], User),         // filters live where they were made
     // 4a. This provider lacks the data: lagging or pruned.
     p(&["header not found"], Data),
     p(&["missing trie node"], Data),
-    p(&["unknown block"], Data),   // also Alchemy's code 3 "Unknown block"
-    p(&["block not found"], Data), // Erigon "block not found 21772057", "finalized block not found"
+    p(&["unknown block"], Data),         // also Alchemy's code 3 "Unknown block"
+    p(&["block not found"], Data),       // Erigon "block not found 21772057", "finalized block not found"
     p(&["block 0x", "not found"], Data), // geth debug_traceBlockByHash "block 0x.. not found"
     p(&["could not find block"], Data),
     p(&["pending block is not available"], Data),

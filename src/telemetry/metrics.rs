@@ -403,14 +403,25 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         "# HELP prism_second_opinions_total Errors no rule knows, asked again of another provider, by whose fault the answer showed.\n# TYPE prism_second_opinions_total counter"
     );
     for (i, outcome) in ["client", "provider", "inconclusive"].iter().enumerate() {
-        let _ = writeln!(out, "prism_second_opinions_total{{outcome=\"{outcome}\"}} {}", settled(i));
+        let _ = writeln!(
+            out,
+            "prism_second_opinions_total{{outcome=\"{outcome}\"}} {}",
+            settled(i)
+        );
     }
     let _ = writeln!(
         out,
         "# HELP prism_unknown_errors_unasked_total Errors no rule knows, settled without a second opinion: by a remembered verdict, one already in flight, or no other provider.\n# TYPE prism_unknown_errors_unasked_total counter"
     );
-    for (i, how) in ["remembered_client", "remembered_provider", "pending", "alone"].iter().enumerate() {
-        let _ = writeln!(out, "prism_unknown_errors_unasked_total{{how=\"{how}\"}} {}", settled(3 + i));
+    for (i, how) in ["remembered_client", "remembered_provider", "pending", "alone"]
+        .iter()
+        .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "prism_unknown_errors_unasked_total{{how=\"{how}\"}} {}",
+            settled(3 + i)
+        );
     }
     let ws = |i: usize| shards.iter().map(|s| s.ws[i].load(Ordering::Relaxed)).sum::<i64>();
     let _ = writeln!(

@@ -250,7 +250,10 @@ fn node_timeouts_are_the_providers_but_execution_budgets_take_a_second_opinion()
     assert_eq!(read(-32000, "execution aborted (timeout = 5s)"), Class::Unknown);
     assert_eq!(read(-32000, "tracer timeout"), Class::Unknown);
     // A write is never asked twice: as before, the provider's.
-    assert_eq!(write(-32000, "execution aborted (timeout = 5s)"), Class::ProviderFailure);
+    assert_eq!(
+        write(-32000, "execution aborted (timeout = 5s)"),
+        Class::ProviderFailure
+    );
     // Not in a well-formed 2xx answer: the provider's.
     assert_eq!(
         classify_rpc_error_with_status(503, &rpc(-32000, "execution timeout"), false),
@@ -321,7 +324,10 @@ fn execution_apis_simulate_codes_are_the_callers() {
     assert_eq!(read(-32603, "Internal error"), Class::ProviderFailure);
     // Besu codes that elsewhere mean "unsupported" and "throttled".
     assert_eq!(read(-32004, "Upfront cost exceeds account balance"), Class::UserError);
-    assert_eq!(read(-32009, "Gas price below configured minimum gas price"), Class::UserError);
+    assert_eq!(
+        read(-32009, "Gas price below configured minimum gas price"),
+        Class::UserError
+    );
 }
 
 #[test]
