@@ -82,6 +82,10 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
     let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let keys = Arc::new(KeyRing::from_config(&config));
+    // SIGHUP's default action ends the process: catch it whatever is configured.
+    if let Err(e) = crate::runtime::hangup::install() {
+        tracing::warn!(error = %e, "cannot catch SIGHUP; `kill -HUP` would end the process");
+    }
     let tls = match &config.server.tls {
         Some(files) => {
             let tls = EdgeTls::load(files, shards)?;
@@ -385,6 +389,8 @@ fn build_shard(
             ws_addrs: n.providers.iter().map(|p| p.ws_addrs.clone()).collect(),
             ws_tls: tls_config.clone(),
             connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
+            ws_ping: (config.limits.upstream_ws_ping_ms > 0)
+                .then(|| Duration::from_millis(config.limits.upstream_ws_ping_ms)),
             shutdown: shutdown.clone(),
             solana: n.kind == NetworkKind::SolanaMagic,
         }));

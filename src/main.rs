@@ -71,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             shutdown
                 .install_signal_handlers()
                 .context("installing signal handlers")?;
+            prism::runtime::hangup::install().context("catching SIGHUP")?;
             prism::app::serve(config, shutdown, |_| {})?;
             tracing::info!("stopped");
             Ok(())

@@ -118,3 +118,24 @@ fn drain_deadline_bounds_shutdown_with_a_hung_upstream() {
         assert_ne!(r.status, 0);
     }
 }
+
+/// `kill -HUP` / `systemctl reload` on a node without TLS: logged and ignored, never the default action
+/// (which ends the process). It keeps serving, and SIGTERM still drains it as usual afterwards.
+#[test]
+fn sighup_without_tls_is_logged_and_ignored() {
+    let fake = FakeProvider::start();
+    let mut prism = Prism::start(&[&fake]);
+    expect_http_result(&prism.rpc(call("1", "eth_chainId", "[]").as_bytes()), "1");
+    for _ in 0..3 {
+        prism.signal(libc::SIGHUP);
+    }
+    let logged = support::wait_until(Duration::from_secs(3), || prism.log().contains("SIGHUP received"));
+    assert!(logged, "no log line for SIGHUP; log:\n{}", prism.log());
+    assert!(prism.running(), "SIGHUP ended the process; log:\n{}", prism.log());
+    expect_http_result(&prism.rpc(call("2", "eth_chainId", "[]").as_bytes()), "2");
+    prism.signal(libc::SIGTERM);
+    let st = prism
+        .wait_exit(Duration::from_secs(3))
+        .expect("not exited 3 s after SIGTERM");
+    assert_eq!(st.code(), Some(0), "exit status {st}");
+}

@@ -1237,3 +1237,48 @@ fn get_multiple_accounts_of_100_keys_alternating_sides_merges_in_order() {
         assert_eq!(a["lamports"], json!(want), "key {i} ({})", keys[i]);
     }
 }
+
+/// A provider URL's path and query often carry the operator's API key: `getRoutes` and
+/// `getDelegationStatus` report the ER's origin only, and the key shows up in no log, metric or status.
+#[test]
+fn er_urls_with_a_key_in_the_path_never_leak() {
+    const SECRET: &str = "k3y-s3cr3t-0f-the-0perat0r";
+    let m = Magic::start_with_network(
+        false,
+        |net, er1| {
+            let plain = format!("url = \"{}\"", er1.url());
+            assert!(net.contains(&plain), "{net}");
+            net.replace(&plain, &format!("url = \"{}/v1/{SECRET}?apikey={SECRET}\"", er1.url()))
+        },
+        |b| b,
+    );
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    assert_eq!(lamports(&m, &alice), ON_ER1, "the ER behind the keyed URL serves");
+    let v = m.result("getDelegationStatus", json!([alice]));
+    assert_eq!(v["fqdn"], json!(m.er1.url()), "{v}");
+    let routes = m.result("getRoutes", json!([]));
+    assert_eq!(routes[0]["fqdn"], json!(m.er1.url()), "{routes}");
+    let metrics = String::from_utf8_lossy(&m.prism.admin_get("/metrics").body).into_owned();
+    let status = String::from_utf8_lossy(&m.prism.admin_get("/status").body).into_owned();
+    for (what, text) in [("log", m.prism.log()), ("metrics", metrics), ("status", status)] {
+        assert!(!text.contains(SECRET), "the URL's key is in the {what}:\n{text}");
+    }
+}
+
+/// A client's Solana method name is written into upstream frames as a JSON string: a name built to
+/// smuggle a second `method` key reaches no upstream as anything but one (unknown) method.
+#[test]
+fn a_subscription_method_name_cannot_inject_json_into_upstream_frames() {
+    let m = Magic::start();
+    let mut ws = SolWs::connect(m.prism.addr(), "/");
+    let evil = r#"getX","method":"requestAirdrop","id":"zSubscribe"#;
+    let reply = ws.call(evil, json!([]));
+    assert!(reply.get("error").is_some() || reply.get("result").is_some(), "{reply}");
+    for fake in [&m.base, &m.er1] {
+        let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
+        assert!(
+            !methods.iter().any(|x| x == "requestAirdrop"),
+            "an upstream saw the smuggled method: {methods:?}"
+        );
+    }
+}

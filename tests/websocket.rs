@@ -849,3 +849,40 @@ fn websocket_upgrade_needs_a_key_and_keeps_its_allowlist() {
         "the refused subscribe never reached the provider"
     );
 }
+
+// ---- upstream liveness ---------------------------------------------------------------------------
+
+/// A frozen upstream (socket open, nothing read or sent: a hung node or a half-open TCP connection) is
+/// caught by its unanswered ping and treated like a dropped socket: reconnected, replayed, and the heads
+/// it swallowed are backfilled, so the client's stream has no gap.
+#[test]
+fn a_frozen_upstream_socket_is_detected_by_ping_and_replaced() {
+    let fake = WsFake::start(100);
+    let prism = start(
+        prism_for(&[&fake])
+            .network_option("probe_interval_ms", 200)
+            .limit("upstream_ws_ping_ms", 200),
+        &["p1"],
+        100,
+    );
+    let mut c = Client::connect(&prism, "/");
+    let sub = c.subscribe(json!(["newHeads"]));
+    wait_for("upstream subscription", || fake.active_subscriptions() == 1);
+    let mut seen = Vec::new();
+    fake.advance_head(2);
+    c.heads_until(&sub, 102, &mut seen);
+
+    assert_eq!(fake.freeze_sockets(), 1);
+    fake.advance_head(3); // 103..=105: heard by nobody
+    wait_for("the subscription replayed on a new socket", || {
+        fake.ws_accepted() >= 2 && fake.active_subscriptions() == 1
+    });
+    fake.advance_head(1); // 106: the gap 103..=105 is backfilled first
+    c.heads_until(&sub, 106, &mut seen);
+    assert_consecutive(&seen, 101, 106);
+    assert!(
+        prism.metric("prism_ws_upstream_unresponsive_total") >= 1.0,
+        "unresponsive sockets: {}",
+        prism.metric("prism_ws_upstream_unresponsive_total")
+    );
+}

@@ -38,7 +38,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("not a URL: {url:?}"))?;
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("not a URL: {:?}", redacted(url)))?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
@@ -53,12 +55,12 @@ impl Endpoint {
             return Err("credentials in the URL are not supported; put the API key in the path".into());
         }
         if authority.is_empty() {
-            return Err(format!("no host in {url:?}"));
+            return Err(format!("no host in {:?}", redacted(url)));
         }
         let (host, port) = split_host_port(authority)?;
         let port = port.unwrap_or_else(|| scheme.default_port());
         if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("invalid host in {url:?}"));
+            return Err(format!("invalid host in {:?}", redacted(url)));
         }
         let path = if path.is_empty() {
             "/".to_string()
@@ -68,7 +70,7 @@ impl Endpoint {
             path.to_string()
         };
         if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(format!("invalid characters in the path of {url:?}"));
+            return Err(format!("invalid characters in the path of {:?}", redacted(url)));
         }
         let bracketed = if host.contains(':') {
             format!("[{host}]")
@@ -87,6 +89,22 @@ impl Endpoint {
             path,
             host_header,
         })
+    }
+}
+
+/// A URL for an error message: scheme and authority only, the rest elided (paths and queries often carry
+/// API keys, and config errors end up in logs).
+fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest[..cut].rsplit('@').next().unwrap_or("");
+    let tail = if cut < rest.len() { "/…" } else { "" };
+    match scheme {
+        Some(s) => format!("{s}://{authority}{tail}"),
+        None => format!("{authority}{tail}"),
     }
 }
 

@@ -131,6 +131,9 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// Messages queued for one WebSocket client before it is disconnected as too slow.
     pub ws_max_queue: usize,
+    /// An upstream WebSocket silent this long is pinged; silent for as long again (no pong), it is taken
+    /// for dead (frozen peer, half-open TCP): reconnected and replayed. 0 turns the check off.
+    pub upstream_ws_ping_ms: u64,
 }
 
 impl Default for Limits {
@@ -150,6 +153,7 @@ impl Default for Limits {
             upstream_idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
             ws_max_queue: 1024,
+            upstream_ws_ping_ms: 15_000,
         }
     }
 }

@@ -136,6 +136,8 @@ pub struct NetworkRoute {
     pub ws_addrs: Vec<Arc<[SocketAddr]>>,
     pub ws_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout_ms: u64,
+    /// Upstream WebSocket liveness (`limits.upstream_ws_ping_ms`; `None` = off).
+    pub ws_ping: Option<std::time::Duration>,
     pub shutdown: Shutdown,
     /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
     /// each ER run their own clocks), so they feed no drift.

@@ -23,9 +23,9 @@ use super::marks::MarkKey;
 use super::route::NetworkRoute;
 use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
-use crate::runtime::queue::LocalQueue;
+use crate::runtime::queue::{LocalQueue, PushError};
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::{connect_ws, pump};
+use crate::transport::ws::{connect_ws, pump, PumpEnd};
 
 use async_tungstenite::tungstenite::Message;
 
@@ -78,7 +78,8 @@ struct Topic {
     provider: Cell<Option<usize>>,
     upstream_id: RefCell<Option<String>>,
     subscribers: RefCell<Vec<Rc<Subscriber>>>,
-    inbox: Rc<LocalQueue<Inbound>>,
+    /// Replaced (with a fresh delivery task) when it overflows: see [`Topic::hand_over`].
+    inbox: RefCell<Rc<LocalQueue<Inbound>>>,
     /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
     refused: RefCell<Vec<usize>>,
     /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
@@ -153,13 +154,13 @@ impl SubHub {
                     provider: Cell::new(Some(provider)),
                     upstream_id: RefCell::new(None),
                     subscribers: RefCell::new(Vec::new()),
-                    inbox: LocalQueue::new(4096),
+                    inbox: RefCell::new(LocalQueue::new(TOPIC_INBOX)),
                     refused: RefCell::new(Vec::new()),
                     watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
                     recent_logs: RefCell::new(VecDeque::new()),
                 });
                 hub.topics.borrow_mut().insert(key.clone(), topic.clone());
-                spawn_delivery(route, &topic);
+                spawn_delivery(route, &topic, true);
                 hub.ensure_supervisor(route);
                 let link = hub.link(route, provider);
                 link.subscribe(&key, &topic);
@@ -188,7 +189,7 @@ impl SubHub {
             topic.subscribers.borrow_mut().retain(|s| s.id != id);
             if topic.subscribers.borrow().is_empty() {
                 hub.topics.borrow_mut().remove(&key);
-                topic.inbox.close();
+                topic.inbox.borrow().close();
                 route.recorder.metrics().subscription(topic.kind, -1);
                 if let (Some(p), Some(upstream)) = (topic.provider.get(), topic.upstream_id.borrow_mut().take()) {
                     if let Some(link) = hub.links.borrow().get(&p) {
@@ -370,7 +371,7 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
                 link.subscribe(key, topic);
             }
         }
-        pump(socket, out, |text| {
+        let end = pump(socket, out, r.ws_ping, |text| {
             let Some(route) = route.upgrade() else { return false };
             on_upstream_message(&route, &link, text);
             true
@@ -380,7 +381,15 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
         link.connected.set(false);
         link.failures.set(link.failures.get() + 1);
         r.recorder.metrics().ws_reconnect();
-        tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket lost; reconnecting");
+        match end {
+            PumpEnd::Unresponsive => {
+                r.recorder.metrics().ws_unresponsive();
+                tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket stopped answering pings; reconnecting")
+            }
+            PumpEnd::Closed => {
+                tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket lost; reconnecting")
+            }
+        }
         for topic in r.subs.topics.borrow().values() {
             if topic.provider.get() == Some(link.provider) {
                 topic.upstream_id.borrow_mut().take();
@@ -407,7 +416,7 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
                     route.live.observe_head(link.provider, n);
                 }
             }
-            let _ = topic.inbox.push(Inbound::Item(result.to_vec()));
+            topic.hand_over(route, Inbound::Item(result.to_vec()));
         }
         return;
     }
@@ -436,19 +445,45 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
         Some(topic) if topic.provider.get() == Some(link.provider) => {
             *topic.upstream_id.borrow_mut() = Some(upstream.to_string());
             link.by_upstream.borrow_mut().insert(upstream.to_string(), key);
-            let _ = topic.inbox.push(Inbound::Resubscribed);
+            topic.hand_over(route, Inbound::Resubscribed);
         }
         // The topic went away (or moved) while subscribing: release the upstream subscription.
         _ => link.send_unsubscribe(upstream),
     }
 }
 
-fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>) {
+impl Topic {
+    /// Hands a notification to the topic's delivery task. A full inbox means delivery fell behind its
+    /// upstream (a flood, or a slow backfill): what it held is dropped and the topic gets a fresh inbox
+    /// and delivery task that starts with a backfill (heads by the watermark, logs by block range), so the
+    /// topic is rebuilt instead of staying registered and silent.
+    fn hand_over(self: &Rc<Self>, route: &Rc<NetworkRoute>, item: Inbound) {
+        let inbox = self.inbox.borrow().clone();
+        if inbox.push(item) != Err(PushError::Full) {
+            return;
+        }
+        inbox.clear();
+        tracing::warn!(network = %route.name, topic = self.kind.name(), "subscription delivery fell behind its upstream; rebuilt with a backfill");
+        route.recorder.metrics().ws_topic_rebuilt();
+        let fresh = LocalQueue::new(TOPIC_INBOX);
+        *self.inbox.borrow_mut() = fresh.clone();
+        spawn_delivery(route, self, false);
+        let _ = fresh.push(Inbound::Resubscribed);
+    }
+}
+
+/// Notifications one topic may have waiting for delivery before it is rebuilt.
+const TOPIC_INBOX: usize = 4096;
+
+/// Runs a topic's deliveries from its current inbox. `first`: the first `Resubscribed` is the initial
+/// subscription (nothing to backfill); a rebuilt topic backfills on its first one.
+fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>, first: bool) {
     let weak_route = Rc::downgrade(route);
     let topic = topic.clone();
+    let inbox = topic.inbox.borrow().clone();
     spawn(async move {
-        let mut first = true;
-        while let Some(inbound) = topic.inbox.pop().await {
+        let mut first = first;
+        while let Some(inbound) = inbox.pop().await {
             let Some(route) = weak_route.upgrade() else { return };
             match inbound {
                 Inbound::Resubscribed if first => first = false,

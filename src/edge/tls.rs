@@ -51,22 +51,14 @@ impl EdgeTls {
         Ok(())
     }
 
-    /// Reloads on SIGHUP, from a small watcher thread.
+    /// Reloads on SIGHUP (see `runtime::hangup`).
     pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<()> {
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
+        crate::runtime::hangup::install()?;
         let this = self.clone();
-        std::thread::Builder::new()
-            .name("prism-tls-reload".into())
-            .spawn(move || loop {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                if flag.swap(false, std::sync::atomic::Ordering::AcqRel) {
-                    match this.reload() {
-                        Ok(()) => tracing::info!("TLS certificate reloaded"),
-                        Err(e) => tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate"),
-                    }
-                }
-            })?;
+        crate::runtime::hangup::on_hangup(move || match this.reload() {
+            Ok(()) => tracing::info!("TLS certificate reloaded"),
+            Err(e) => tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate"),
+        });
         Ok(())
     }
 }

@@ -54,6 +54,11 @@ impl<T> LocalQueue<T> {
         Ok(())
     }
 
+    /// Drops every queued item (the receiver sees `None` next if the queue is closed).
+    pub fn clear(&self) {
+        self.items.borrow_mut().clear();
+    }
+
     pub fn close(&self) {
         self.closed.set(true);
         self.event.notify(usize::MAX);

@@ -38,7 +38,8 @@ pub struct Er {
     pub identity: Pubkey,
     /// Bit i set = provider i of the network serves this ER.
     pub providers: u64,
-    /// The first provider's URL, reported as `fqdn` by the compatibility methods.
+    /// The first provider's origin (scheme, host, port), reported as `fqdn` by the compatibility methods.
+    /// Never its path or query: those often carry the operator's API key.
     pub url: String,
 }
 
@@ -100,7 +101,9 @@ impl SolanaNet {
                             name: p.name.clone(),
                             identity,
                             providers: 1 << i,
-                            url: p.url.clone(),
+                            url: crate::config::Endpoint::parse(&p.url)
+                                .map(|e| e.to_string())
+                                .unwrap_or_default(),
                         }),
                     }
                 }

@@ -22,7 +22,7 @@ use crate::jsonscan::{object_field, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn, timeout_at};
 use crate::telemetry::metrics::SolanaMetric;
-use crate::transport::ws::{connect_ws, pump};
+use crate::transport::ws::{connect_ws, pump, PumpEnd};
 
 /// The longest Prism waits for a delegation record read.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -255,9 +255,10 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         for entry in s.table.all() {
             s.link.subscribe(&entry);
         }
+        let ping = s.route.ws_ping;
         drop(s);
         let weak = sol.clone();
-        let socket_done = pump(socket, out.clone(), move |text| {
+        let socket_done = pump(socket, out.clone(), ping, move |text| {
             let Some(s) = weak.upgrade() else { return false };
             on_message(&s, text);
             true
@@ -268,8 +269,9 @@ async fn run_link(sol: Weak<SolanaRoute>) {
                 drop(s);
                 sd.triggered().await;
             }
+            PumpEnd::Closed
         };
-        futures_lite::future::or(socket_done, shutdown).await;
+        let end = futures_lite::future::or(socket_done, shutdown).await;
         out.close();
         let Some(s) = sol.upgrade() else { return };
         *s.link.out.borrow_mut() = None;
@@ -278,7 +280,14 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         if s.route.shutdown.is_triggered() {
             return;
         }
-        tracing::warn!(network = %s.net.name, provider = %s.route.upstreams[p].name, "base-layer WebSocket lost: delegated accounts in limbo until refetched");
+        let why = match end {
+            PumpEnd::Unresponsive => {
+                s.route.recorder.metrics().ws_unresponsive();
+                "stopped answering pings"
+            }
+            PumpEnd::Closed => "lost",
+        };
+        tracing::warn!(network = %s.net.name, provider = %s.route.upstreams[p].name, why, "base-layer WebSocket down: delegated accounts in limbo until refetched");
         for entry in s.table.all() {
             entry.limbo.set(true);
             entry.sub.set(None);

@@ -16,18 +16,20 @@ use super::net::Dest;
 use super::pubkey::Pubkey;
 use super::table::Status;
 use super::SolanaRoute;
-use crate::core::forward::{Caller, ProxyError};
+use crate::core::forward::{write_upstream_call, Caller, ProxyError};
 use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::{connect_ws, pump};
+use crate::transport::ws::{connect_ws, pump, PumpEnd};
 
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Whether a WebSocket method is a Solana subscription call this module serves.
+/// Only plain identifiers qualify: a client's method text never shapes an upstream frame's structure.
 pub fn is_subscription_method(method: &str) -> bool {
-    method.ends_with("Subscribe") || method.ends_with("Unsubscribe")
+    (method.ends_with("Subscribe") || method.ends_with("Unsubscribe"))
+        && method.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
 struct ClientSub {
@@ -61,10 +63,12 @@ impl SideLink {
         let out = self.out.borrow().clone()?;
         let id = self.next_id.get() + 1;
         self.next_id.set(id);
-        let mut msg = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":"#);
-        msg.push_str(&String::from_utf8_lossy(params));
-        msg.push('}');
-        out.push(Message::Text(msg)).ok()?;
+        // The method is the client's text: written as a JSON string, so a name such as
+        // `getX","method":"requestAirdrop","id":"zSubscribe` stays one (unknown) method.
+        let mut msg = Vec::with_capacity(48 + method.len() + params.len());
+        write_upstream_call(&mut msg, id, method, Some(params));
+        out.push(Message::Text(String::from_utf8_lossy(&msg).into_owned()))
+            .ok()?;
         Some(id)
     }
 
@@ -341,8 +345,9 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
             sub.upstream.set(None);
             link.subscribe(&sub);
         }
+        let ping = s.sol.route.ws_ping;
         drop(s);
-        pump(socket, out, |text| {
+        let end = pump(socket, out, ping, |text| {
             let Some(s) = session.upgrade() else { return false };
             on_side_message(&s, &link, text);
             true
@@ -353,7 +358,12 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         if s.closed.get() {
             return;
         }
-        tracing::debug!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "client's upstream WebSocket lost; reconnecting");
+        if end == PumpEnd::Unresponsive {
+            s.sol.route.recorder.metrics().ws_unresponsive();
+            tracing::warn!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "client's upstream WebSocket stopped answering pings; reconnecting");
+        } else {
+            tracing::debug!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "client's upstream WebSocket lost; reconnecting");
+        }
         drop(s);
         sleep(backoff).await;
     }

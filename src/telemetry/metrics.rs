@@ -91,7 +91,7 @@ pub struct ShardMetrics {
     cache: [AtomicU64; 3],
     /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
-    ws: [std::sync::atomic::AtomicI64; 7],
+    ws: [std::sync::atomic::AtomicI64; 9],
     /// Solana magic router, see [`SolanaMetric`].
     solana: [std::sync::atomic::AtomicI64; 5],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
@@ -186,6 +186,16 @@ impl ShardMetrics {
 
     pub fn ws_reconnect(&self) {
         self.ws[4].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An upstream WebSocket that stopped answering pings was dropped.
+    pub fn ws_unresponsive(&self) {
+        self.ws[7].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A subscription's delivery fell behind its upstream (inbox full) and was rebuilt.
+    pub fn ws_topic_rebuilt(&self) {
+        self.ws[8].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn ws_backfilled(&self, heads: bool, n: u64) {
@@ -448,6 +458,14 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         (
             "prism_ws_backfilled_logs_total",
             "Logs fetched with eth_getLogs to fill a gap in a logs stream.",
+        ),
+        (
+            "prism_ws_upstream_unresponsive_total",
+            "Upstream WebSockets dropped because they stopped answering pings (frozen peer, half-open TCP).",
+        ),
+        (
+            "prism_ws_topic_rebuilds_total",
+            "Subscriptions whose delivery fell behind the upstream and were rebuilt with a backfill.",
         ),
     ]
     .iter()

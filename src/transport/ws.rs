@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_tungstenite::tungstenite::client::IntoClientRequest;
 use async_tungstenite::tungstenite::Message;
@@ -54,11 +54,17 @@ pub async fn connect_ws(
 /// Runs an upstream socket until either side ends: frames pushed to `out` are sent, and every text or binary
 /// frame received is handed to `on_text`, which returns false to stop reading. `out` is closed at the end,
 /// so pushes after that fail instead of queueing for a dead socket.
+///
+/// Liveness: when nothing has arrived for `ping_every`, a ping is sent; when nothing (not even the pong)
+/// arrives for another `ping_every`, the socket is taken for dead and the pump ends, exactly as if the peer
+/// had closed it. A frozen peer or a half-open TCP connection looks idle, not closed, so without this a
+/// subscription would stay registered and silent. `None` turns it off.
 pub async fn pump(
     socket: UpstreamSocket,
     out: std::rc::Rc<crate::runtime::queue::LocalQueue<Message>>,
+    ping_every: Option<Duration>,
     mut on_text: impl FnMut(&[u8]) -> bool,
-) {
+) -> PumpEnd {
     use futures_util::{SinkExt, StreamExt};
     let (mut sink, mut stream) = socket.split();
     let writer_out = out.clone();
@@ -69,20 +75,47 @@ pub async fn pump(
             }
         }
         let _ = sink.close().await;
+        PumpEnd::Closed
     };
     let reader = async {
-        while let Some(frame) = stream.next().await {
+        let mut ping_outstanding = false;
+        loop {
+            let frame = match ping_every {
+                None => stream.next().await,
+                Some(every) => match timeout_at(Instant::now() + every, stream.next()).await {
+                    Ok(frame) => frame,
+                    Err(_) if ping_outstanding => return PumpEnd::Unresponsive,
+                    Err(_) => {
+                        ping_outstanding = true;
+                        if out.push(Message::Ping(Vec::new())).is_err() {
+                            return PumpEnd::Closed;
+                        }
+                        continue;
+                    }
+                },
+            };
+            ping_outstanding = false;
             let keep_going = match frame {
-                Ok(Message::Text(t)) => on_text(t.as_bytes()),
-                Ok(Message::Binary(b)) => on_text(&b),
-                Ok(Message::Close(_)) | Err(_) => false,
-                Ok(_) => true,
+                Some(Ok(Message::Text(t))) => on_text(t.as_bytes()),
+                Some(Ok(Message::Binary(b))) => on_text(&b),
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => false,
+                Some(Ok(_)) => true,
             };
             if !keep_going {
-                break;
+                return PumpEnd::Closed;
             }
         }
     };
-    futures_lite::future::or(reader, writer).await;
+    let end = futures_lite::future::or(reader, writer).await;
     out.close();
+    end
+}
+
+/// How a pumped socket ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PumpEnd {
+    /// Either side closed it, it failed, or the reader asked to stop.
+    Closed,
+    /// Nothing arrived for two ping intervals (a ping went unanswered): frozen peer or half-open TCP.
+    Unresponsive,
 }

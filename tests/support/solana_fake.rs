@@ -1351,6 +1351,14 @@ impl Magic {
     }
     /// With a hook to adjust the builder (limits, shards ...).
     pub fn start_with(two: bool, adjust: impl FnOnce(super::PrismBuilder) -> super::PrismBuilder) -> Magic {
+        Magic::start_with_network(two, |net, _| net, adjust)
+    }
+    /// As `start_with`, with the `[[networks]]` table passed through `edit` (given the ER 1 fake) first.
+    pub fn start_with_network(
+        two: bool,
+        edit: impl FnOnce(String, &SolanaFake) -> String,
+        adjust: impl FnOnce(super::PrismBuilder) -> super::PrismBuilder,
+    ) -> Magic {
         let base = SolanaFake::base();
         let er1 = SolanaFake::er(&pk("er1_identity"));
         let er2 = two.then(|| SolanaFake::er(&pk("er2_identity")));
@@ -1359,7 +1367,7 @@ impl Magic {
         if let Some(e) = &er2 {
             ers.push(("er-2", e));
         }
-        let net = magic_network_toml(&base, &ers, "er-1");
+        let net = edit(magic_network_toml(&base, &ers, "er-1"), &er1);
         let builder = adjust(super::Prism::builder().listen_pair().extra_toml(&net));
         let prism = builder.start();
         Magic { base, er1, er2, prism }

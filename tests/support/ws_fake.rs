@@ -115,6 +115,8 @@ struct State {
     drop_after: Option<usize>,
     /// Subscription names answered with an error, as a provider that does not offer them.
     unsupported: Vec<String>,
+    /// Connections frozen by `WsFake::freeze_sockets`: open, but nothing is read or written on them.
+    frozen: std::collections::HashSet<usize>,
 }
 
 impl State {
@@ -313,6 +315,19 @@ impl WsFake {
         self.inner.lock().kill_sockets()
     }
 
+    /// Freezes every open WebSocket connection, as a hung peer or a half-open TCP connection looks: the
+    /// socket stays open but nothing more is read from it (pings go unanswered) or written to it (its
+    /// subscriptions go silent). Connections made afterwards work normally. Returns how many were frozen.
+    pub fn freeze_sockets(&self) -> usize {
+        let mut g = self.inner.lock();
+        let conns: Vec<usize> = g.conns.keys().copied().filter(|c| !g.frozen.contains(c)).collect();
+        for c in &conns {
+            g.frozen.insert(*c);
+        }
+        g.subs.retain(|_, s| !conns.contains(&s.conn));
+        conns.len()
+    }
+
     /// Kills every socket right after the next `n` notifications have been sent (mid-block, say): what
     /// was mined but not announced yet is only reachable over HTTP.
     pub fn drop_after_notifications(&self, n: usize) {
@@ -493,6 +508,9 @@ fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
         id
     };
     loop {
+        while inner.lock().frozen.contains(&conn) && !inner.shutdown.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(20));
+        }
         let msg = match ws.read() {
             Ok(m) => m,
             Err(_) => break,

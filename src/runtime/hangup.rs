@@ -1,0 +1,59 @@
+//! SIGHUP, the operator's "reload what you can" (`kill -HUP`, `systemctl reload`). Its default action ends
+//! the process, so it is caught at start-up whatever the config says; each part that can reload (the edge
+//! certificate today) registers a hook. With no hook, the signal is logged and ignored.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+type Hook = Box<dyn Fn() + Send + 'static>;
+
+struct Hangup {
+    hooks: Mutex<Vec<Hook>>,
+}
+
+static HANGUP: OnceLock<Result<Hangup, String>> = OnceLock::new();
+
+/// Catches SIGHUP from now on (idempotent). A small watcher thread runs the hooks: a signal handler may
+/// only set a flag.
+pub fn install() -> std::io::Result<()> {
+    let state = HANGUP.get_or_init(|| {
+        let raised = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, raised.clone()).map_err(|e| e.to_string())?;
+        std::thread::Builder::new()
+            .name("prism-sighup".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(50));
+                if raised.swap(false, Ordering::AcqRel) {
+                    run_hooks();
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Hangup {
+            hooks: Mutex::new(Vec::new()),
+        })
+    });
+    state.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.clone()))
+}
+
+/// Runs `hook` on every SIGHUP from now on.
+pub fn on_hangup(hook: impl Fn() + Send + 'static) {
+    if let Some(Ok(h)) = HANGUP.get() {
+        h.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(Box::new(hook));
+    }
+}
+
+fn run_hooks() {
+    let Some(Ok(h)) = HANGUP.get() else { return };
+    let hooks = h.hooks.lock().unwrap_or_else(|p| p.into_inner());
+    if hooks.is_empty() {
+        tracing::info!(
+            "SIGHUP received: nothing to reload (no TLS configured; config reload needs a restart); ignored"
+        );
+        return;
+    }
+    tracing::info!(hooks = hooks.len(), "SIGHUP received: reloading what can be reloaded");
+    for hook in hooks.iter() {
+        hook();
+    }
+}
