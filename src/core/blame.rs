@@ -27,8 +27,9 @@ const SHAPE_BYTES: usize = 256;
 pub enum Blame {
     /// Another provider answered the same (or the call was refused there as a user error): the call's.
     Client,
-    /// Another provider answered the call with a result: the first provider's.
-    Provider,
+    /// Another provider answered the call with a result: the fault of this provider (by index), and of no
+    /// other that later answers the same.
+    Provider(usize),
     /// A second opinion is in flight.
     Pending,
 }
@@ -228,8 +229,8 @@ mod tests {
         assert_eq!(m.recall(k, 2_001), Some(Blame::Client));
         assert_eq!(m.len(2_001), 1, "one slot per key");
         assert_eq!(m.recall(k, 2_000 + VERDICT_TTL_MS), None);
-        m.settle(k, Some(Blame::Provider), 3_000);
-        assert_eq!(m.recall(k, 3_001), Some(Blame::Provider));
+        m.settle(k, Some(Blame::Provider(1)), 3_000);
+        assert_eq!(m.recall(k, 3_001), Some(Blame::Provider(1)));
         m.settle(k, None, 3_002);
         assert_eq!(m.recall(k, 3_003), None);
     }

@@ -518,7 +518,9 @@ impl<'r, 'c> Attempts<'r, 'c> {
     fn second_opinion(&self, d: Dispute, j: usize, verdict: &Verdict, latency_us: u64) -> Option<CallOutcome> {
         let route = self.route;
         let (blame, how) = match verdict {
-            Verdict::Answer { is_error: false, .. } => (Some(Blame::Provider), Settled::SecondOpinionProvider),
+            Verdict::Answer { is_error: false, .. } => {
+                (Some(Blame::Provider(d.provider)), Settled::SecondOpinionProvider)
+            }
             // The same error, or one the rules know as the caller's (a user error, too large).
             Verdict::Answer { is_error: true, .. } => (Some(Blame::Client), Settled::SecondOpinionClient),
             Verdict::Disputed { key, .. } if *key == d.key => (Some(Blame::Client), Settled::SecondOpinionClient),
@@ -528,7 +530,8 @@ impl<'r, 'c> Attempts<'r, 'c> {
             // The second provider's unknown error is not asked of a third: nobody's.
             route.note_outcome(j, self.info.family, Class::UserError, latency_us, false);
         }
-        let first = if blame == Some(Blame::Provider) {
+        let blamed = matches!(blame, Some(Blame::Provider(_)));
+        let first = if blamed {
             Class::ProviderFailure
         } else {
             Class::UserError
@@ -536,7 +539,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         route.note_outcome(d.provider, self.info.family, first, d.latency_us, false);
         route.blame.settle(d.key, blame, now_ms());
         route.recorder.metrics().settled(how);
-        if blame == Some(Blame::Provider) {
+        if blamed {
             tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
             None
         } else {
@@ -613,7 +616,11 @@ impl<'r, 'c> Attempts<'r, 'c> {
                         None => (Class::Unknown, None),
                         Some(Blame::Client) => (Class::UserError, Some(Settled::RememberedClient)),
                         Some(Blame::Pending) => (Class::UserError, Some(Settled::Pending)),
-                        Some(Blame::Provider) => (Class::ProviderFailure, Some(Settled::RememberedProvider)),
+                        // The verdict was on that provider: another one answering the same is asked again.
+                        Some(Blame::Provider(p)) if p == i => {
+                            (Class::ProviderFailure, Some(Settled::RememberedProvider))
+                        }
+                        Some(Blame::Provider(_)) => (Class::Unknown, None),
                     };
                     if let Some(how) = how {
                         self.route.recorder.metrics().settled(how);
