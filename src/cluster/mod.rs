@@ -487,3 +487,22 @@ enum LeaseTarget {
     Key(usize),
     Provider(usize, usize),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_redis_says_is_bounded() {
+        assert_eq!(bounded_grant(3, 5), 3);
+        assert_eq!(bounded_grant(-1_000_000, 5), 0, "a negative grant takes nothing away");
+        assert_eq!(bounded_grant(i64::MAX, 5), 5, "a huge grant is no more than asked");
+        assert_eq!(bounded_grant(2, -1), 0);
+        assert_eq!(bounded_head(100, Some(100)), Some(100));
+        assert_eq!(bounded_head(101, Some(100)), None);
+        assert_eq!(bounded_head(1, None), None, "nothing to bound it by: not taken");
+        assert_eq!(bounded_head(u64::MAX, Some(u64::MAX)), None);
+        assert_eq!(node_horizon(1_000, 500), 3_000);
+        assert_eq!(node_horizon(u64::MAX - 1, u64::MAX), u64::MAX);
+    }
+}
