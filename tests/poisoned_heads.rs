@@ -117,11 +117,16 @@ impl Client {
             self.errors.push(e.to_string());
             return;
         }
-        let text = v["result"].as_str().unwrap_or_else(|| panic!("no result: {}", r.describe()));
+        let text = v["result"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no result: {}", r.describe()));
         let h = u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap_or_else(|e| panic!("{text}: {e}"));
         let ceiling = chain.head();
         assert!(h >= self.last, "eth_blockNumber went backwards: {} then {h}", self.last);
-        assert!(h <= ceiling, "eth_blockNumber answered {h:#x}, beyond the honest chain ({ceiling})");
+        assert!(
+            h <= ceiling,
+            "eth_blockNumber answered {h:#x}, beyond the honest chain ({ceiling})"
+        );
         self.last = h;
     }
 
@@ -181,17 +186,31 @@ fn a_one_off_absurd_head_changes_nothing() {
             spiked_at = Some(Instant::now());
         }
         // Well past the spike: B reported honest heads since, so it is back.
-        if spiked_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500)) && prism.provider_state("p2") == "closed" {
+        if spiked_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500))
+            && prism.provider_state("p2") == "closed"
+        {
             break;
         }
     }
     assert!(spiked_at.is_some(), "B was never asked for a head");
-    assert_eq!(outlier_heads(&prism, "p2"), 1.0, "the absurd head was seen and counted once");
+    assert_eq!(
+        outlier_heads(&prism, "p2"),
+        1.0,
+        "the absurd head was seen and counted once"
+    );
     assert_eq!(outlier_heads(&prism, "p1"), 0.0);
-    assert_eq!(prism.provider_state("p2"), "closed", "B is back once its heads are plausible");
+    assert_eq!(
+        prism.provider_state("p2"),
+        "closed",
+        "B is back once its heads are plausible"
+    );
     client.assert_no_errors("one absurd head from one of two providers");
     let best = prism.status()["networks"][0]["bestHead"].as_u64().unwrap();
-    assert!(best <= chain.head() && best + 100 > chain.head(), "best head {best}, chain {}", chain.head());
+    assert!(
+        best <= chain.head() && best + 100 > chain.head(),
+        "best head {best}, chain {}",
+        chain.head()
+    );
     eprintln!("{} calls, none failed; best head {best}", client.calls);
 }
 
@@ -255,7 +274,10 @@ fn a_height_beyond_2_pow_53_is_a_malformed_answer() {
     });
     assert!(ok, "B's breaker never opened on malformed heads: {}", prism.status());
     let row = prism.provider_status("p2");
-    assert!(row["failures"].as_u64().unwrap_or(0) > 0 || row["state"] == "open", "{row}");
+    assert!(
+        row["failures"].as_u64().unwrap_or(0) > 0 || row["state"] == "open",
+        "{row}"
+    );
     assert_eq!(outlier_heads(&prism, "p2"), 0.0, "malformed, not an outlier");
     for _ in 0..20 {
         client.poll(&prism, &chain);
@@ -314,7 +336,9 @@ fn a_poisoned_provider_on_one_node_does_not_reach_the_other_through_redis() {
     let ahead = Arc::new(AtomicU64::new(0));
     let chain = Chain::run(vec![honest(&h1), honest(&h2), (poison.clone(), ahead.clone())]);
     // A sees the poisoned provider (as p3), B does not.
-    let a = node(&[&h1, &h2, &poison]).extra_toml(&cluster_toml(&redis, "poison")).start();
+    let a = node(&[&h1, &h2, &poison])
+        .extra_toml(&cluster_toml(&redis, "poison"))
+        .start();
     let b = node(&[&h1, &h2]).extra_toml(&cluster_toml(&redis, "poison")).start();
     wait_serving(&a, &["p1", "p2", "p3"]);
     wait_serving(&b, &["p1", "p2"]);
@@ -376,7 +400,10 @@ fn what_a_hostile_redis_says_is_bounded() {
     // open endpoint's mark are absurd.
     let forged = format!("v1\nnet testnet {ABSURD}\nmark testnet - {ABSURD}\n");
     for (id, score) in [("ancient", 99_999_999_999_999u64), ("liar", wall_ms() + 2000)] {
-        assert_eq!(redis.command(&["SET", &format!("hostile:node:{id}"), &forged]).unwrap(), "+OK");
+        assert_eq!(
+            redis.command(&["SET", &format!("hostile:node:{id}"), &forged]).unwrap(),
+            "+OK"
+        );
         redis
             .command(&["ZADD", "hostile:nodes", &score.to_string(), id])
             .unwrap();
@@ -387,8 +414,16 @@ fn what_a_hostile_redis_says_is_bounded() {
     });
     assert!(refused, "B never refused the forged entries: {}", cluster(&b));
     let c = cluster(&b);
-    let peers: Vec<&str> = c["peers"].as_array().unwrap().iter().filter_map(|p| p["node"].as_str()).collect();
-    assert!(!peers.contains(&"ancient"), "a far-future node entry counts as a peer: {c}");
+    let peers: Vec<&str> = c["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["node"].as_str())
+        .collect();
+    assert!(
+        !peers.contains(&"ancient"),
+        "a far-future node entry counts as a peer: {c}"
+    );
     for _ in 0..30 {
         assert_node_unaffected(&b, &mut client, &chain);
     }

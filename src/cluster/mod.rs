@@ -260,12 +260,18 @@ impl Sync {
         if future > 0 {
             self.refuse(
                 "node entry",
-                format_args!("{future} node entries claim to live beyond {} ms from now", horizon - now),
+                format_args!(
+                    "{future} node entries claim to live beyond {} ms from now",
+                    horizon - now
+                ),
             );
         }
         let mut peers: Vec<String> = live_ids.into_iter().filter(|p| *p != id).collect();
         if peers.len() > MAX_PEERS {
-            self.refuse("node entry", format_args!("{} live node entries; reading {MAX_PEERS}", peers.len()));
+            self.refuse(
+                "node entry",
+                format_args!("{} live node entries; reading {MAX_PEERS}", peers.len()),
+            );
             peers.truncate(MAX_PEERS);
         }
         let payloads: Vec<Option<String>> = if peers.is_empty() {

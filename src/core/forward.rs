@@ -26,8 +26,8 @@ use super::dedupe::Role;
 use super::marks::MarkKey;
 use super::methods::{block_ref, lookup, BlockRef, HeadHint, Kind, MethodInfo};
 use super::route::NetworkRoute;
-use super::state::HeadVerdict;
 use super::router::{choose, Ask, Choice};
+use super::state::HeadVerdict;
 use super::txhash::raw_tx_hash;
 
 /// The answer to one call.

@@ -346,21 +346,22 @@ impl NetworkLive {
     pub fn observe_head_at(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
         let p = &self.providers[provider];
         let own = self.head_ref(provider);
-        let verdict = if height <= MAX_HEIGHT && (height <= own.head || height <= self.best_head.load(Ordering::Acquire)) {
-            HeadVerdict::Accepted
-        } else {
-            let mut others = [HeadRef::default(); MAX_PROVIDERS];
-            let mut n = 0;
-            for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
-                let r = self.head_ref(j);
-                if r.head > 0 && n < MAX_PROVIDERS {
-                    others[n] = r;
-                    n += 1;
+        let verdict =
+            if height <= MAX_HEIGHT && (height <= own.head || height <= self.best_head.load(Ordering::Acquire)) {
+                HeadVerdict::Accepted
+            } else {
+                let mut others = [HeadRef::default(); MAX_PROVIDERS];
+                let mut n = 0;
+                for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
+                    let r = self.head_ref(j);
+                    if r.head > 0 && n < MAX_PROVIDERS {
+                        others[n] = r;
+                        n += 1;
+                    }
                 }
-            }
-            self.rule
-                .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
-        };
+                self.rule
+                    .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
+            };
         match verdict {
             HeadVerdict::Accepted => {
                 p.seen_ms.store(now_ms, Ordering::Relaxed);
@@ -442,7 +443,8 @@ impl NetworkLive {
     /// until `until_ms`. Replaces the previous report: nothing a peer once said sticks.
     pub fn set_peer_best(&self, best: u64, until_ms: u64) {
         self.peer_best_head.store(best, Ordering::Release);
-        self.peer_best_until_ms.store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
+        self.peer_best_until_ms
+            .store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
     }
 
     /// The best head peers report, while their reports are fresh.
@@ -493,7 +495,11 @@ mod tests {
     fn beyond_2_pow_53_is_malformed() {
         assert_eq!(RULE.judge(MAX_HEIGHT + 1, 1, None, &[]), HeadVerdict::Malformed);
         assert_eq!(RULE.judge(u64::MAX, 1, Some(at(5, 1)), &[]), HeadVerdict::Malformed);
-        assert_eq!(RULE.judge(MAX_HEIGHT, 1, None, &[]), HeadVerdict::Accepted, "nothing to doubt it by");
+        assert_eq!(
+            RULE.judge(MAX_HEIGHT, 1, None, &[]),
+            HeadVerdict::Accepted,
+            "nothing to doubt it by"
+        );
     }
 
     #[test]
@@ -515,9 +521,15 @@ mod tests {
         assert_eq!(RULE.judge(5_110, 1_000, None, &others), HeadVerdict::Accepted);
         assert_eq!(RULE.judge(5_111, 1_000, None, &others), HeadVerdict::Implausible);
         // A provider catching up to the pool may move much faster than the chain.
-        assert_eq!(RULE.judge(5_000, 1_000, Some(at(10, 900)), &others), HeadVerdict::Accepted);
+        assert_eq!(
+            RULE.judge(5_000, 1_000, Some(at(10, 900)), &others),
+            HeadVerdict::Accepted
+        );
         // Not above anything believed: accepted, whatever time says.
-        assert_eq!(RULE.judge(4_000, 1_000, Some(at(10, 1_000)), &others), HeadVerdict::Accepted);
+        assert_eq!(
+            RULE.judge(4_000, 1_000, Some(at(10, 1_000)), &others),
+            HeadVerdict::Accepted
+        );
     }
 
     #[test]
@@ -537,9 +549,14 @@ mod tests {
     }
 
     fn network(providers: usize) -> Arc<NetworkLive> {
-        let mut toml = String::from("[server]\nlisten = \"127.0.0.1:1\"\n[[networks]]\nname = \"n\"\nkind = \"evm\"\nhead_slack_blocks = 100\n");
+        let mut toml = String::from(
+            "[server]\nlisten = \"127.0.0.1:1\"\n[[networks]]\nname = \"n\"\nkind = \"evm\"\nhead_slack_blocks = 100\n",
+        );
         for i in 0..providers {
-            toml.push_str(&format!("[[networks.providers]]\nname = \"p{i}\"\nurl = \"http://127.0.0.1:{}\"\n", 1000 + i));
+            toml.push_str(&format!(
+                "[[networks.providers]]\nname = \"p{i}\"\nurl = \"http://127.0.0.1:{}\"\n",
+                1000 + i
+            ));
         }
         let c = Config::from_toml_with(&toml, |_| None).unwrap();
         NetworkLive::new(&c.networks[0], &BreakerPolicy::default(), 0)
@@ -551,8 +568,16 @@ mod tests {
         assert!(l.observe_head_at(0, 1_000, 1_000).accepted());
         assert!(l.observe_head_at(1, 1_001, 1_000).accepted());
         assert_eq!(l.observe_head_at(1, 0xffff_ffff_ffff, 1_100), HeadVerdict::Implausible);
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000, "the spiking provider no longer counts");
-        assert_eq!(l.providers[1].head.load(Ordering::Relaxed), 1_001, "its head stays what it was");
+        assert_eq!(
+            l.best_head.load(Ordering::Relaxed),
+            1_000,
+            "the spiking provider no longer counts"
+        );
+        assert_eq!(
+            l.providers[1].head.load(Ordering::Relaxed),
+            1_001,
+            "its head stays what it was"
+        );
         assert!(!l.admissible(1));
         assert!(l.admissible(0));
         assert_eq!(l.describe(1, 1_100), "outlier");
@@ -571,7 +596,10 @@ mod tests {
         assert!(l.observe_probe(0, 1_000).accepted());
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
         // A single-provider pool: time still applies, and its only provider is never left out for it.
-        assert_eq!(l.observe_head_at(0, 0xffff_ffff_ffff, now_ms()), HeadVerdict::Implausible);
+        assert_eq!(
+            l.observe_head_at(0, 0xffff_ffff_ffff, now_ms()),
+            HeadVerdict::Implausible
+        );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
         assert!(l.admissible(0));
     }

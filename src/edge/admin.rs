@@ -188,7 +188,11 @@ impl AdminView {
                 let mut l = String::new();
                 metrics::label(&mut l, &p.name);
                 let v = self.lives[n].providers[i].outlier_heads.load(Ordering::Relaxed);
-                let _ = writeln!(out, "prism_provider_outlier_heads_total{{network=\"{}\",provider=\"{l}\"}} {v}", net.name);
+                let _ = writeln!(
+                    out,
+                    "prism_provider_outlier_heads_total{{network=\"{}\",provider=\"{l}\"}} {v}",
+                    net.name
+                );
             }
         }
         if let Some(c) = &self.cluster {
@@ -209,11 +213,7 @@ impl AdminView {
                 c.errors.load(Ordering::Relaxed)
             );
             let _ = writeln!(out, "# HELP prism_cluster_refused_total Values read from Redis that were out of bounds and ignored or clamped (peer heads and marks beyond what this node's own heads make plausible, far-future node entries, token grants outside what was asked).\n# TYPE prism_cluster_refused_total counter");
-            let _ = writeln!(
-                out,
-                "prism_cluster_refused_total {}",
-                c.refused.load(Ordering::Relaxed)
-            );
+            let _ = writeln!(out, "prism_cluster_refused_total {}", c.refused.load(Ordering::Relaxed));
             let _ = writeln!(
                 out,
                 "# HELP prism_cluster_peers Live peer nodes seen at the last sync.\n# TYPE prism_cluster_peers gauge"
