@@ -314,7 +314,8 @@ impl Sync {
             let health = live.health.load();
             for (i, p) in live.providers.iter().enumerate() {
                 let h = health.providers.get(i).cloned().unwrap_or_default();
-                let open = !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed);
+                let open =
+                    !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed) || p.outlier.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
                     "prov {} {} {} {} {} {}",

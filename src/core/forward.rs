@@ -677,10 +677,9 @@ impl Verdict {
                 .map(|h| (h, a.route.live.observe_head(i, h)))
             {
                 Some((_, HeadVerdict::Malformed)) => Verdict::Failed {
-                    error: ProxyError::BadResponse {
-                        provider: a.route.upstreams[i].name.clone(),
-                        why: crate::transport::validate::InvalidResponse::Malformed,
-                    },
+                    error: ProxyError::NotServed(
+                        "The provider answered a block height beyond 2^53: a malformed answer",
+                    ),
                     sent: true,
                     retry_class: None,
                     node_answer: None,
