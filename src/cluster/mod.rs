@@ -8,7 +8,14 @@
 //! Rate limits and provider quota are shared by leasing tokens in chunks from a token bucket kept in Redis
 //! (a Lua script, Redis's clock): no Redis call per request. When Redis is unreachable each node spends
 //! only its share of every limit (limit / last known node count) and keeps serving.
+//!
+//! Redis is advisory, never trusted: whatever is read back is bounded before it touches an atomic. A peer's
+//! best head or mark beyond where this node's own believed heads say the chain can be is ignored; a node
+//! entry that claims to live far in the future is ignored; a token grant outside `0..=asked` is clamped.
+//! Each refusal is counted (`prism_cluster_refused_total`) and logged at warn, at most once per
+//! [`WARN_EVERY_MS`].
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,6 +46,8 @@ pub struct ClusterState {
     /// Wall-clock ms of the last successful sync (0 = never).
     pub last_sync_ms: AtomicU64,
     pub errors: AtomicU64,
+    /// Values read from Redis that were out of bounds and ignored (or clamped).
+    pub refused: AtomicU64,
     pub peers: ArcSwap<Vec<Peer>>,
 }
 
@@ -56,6 +65,30 @@ fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Refusals of what Redis says are logged at most this often.
+pub const WARN_EVERY_MS: u64 = 10_000;
+/// Most peers read per sync.
+const MAX_PEERS: usize = 256;
+
+/// A token grant as Redis returned it, bounded to what was asked.
+fn bounded_grant(granted: i64, want: i64) -> i64 {
+    granted.clamp(0, want.max(0))
+}
+
+/// The latest a live node's entry may expire: its ttl from now (a peer's ttl is assumed within twice ours),
+/// plus a second of clock skew. An entry scored beyond it is not a live node.
+fn node_horizon(now: u64, ttl_ms: u64) -> u64 {
+    now.saturating_add(ttl_ms.saturating_mul(2)).saturating_add(1000)
+}
+
+/// A peer's head or mark, if this node's view of the chain makes it plausible.
+fn bounded_head(value: u64, ceiling: Option<u64>) -> Option<u64> {
+    match ceiling {
+        Some(c) if value <= c && value <= crate::core::state::MAX_HEIGHT => Some(value),
+        _ => None,
+    }
 }
 
 /// Token bucket in Redis: refill at ARGV[1]/s up to ARGV[2], grant up to ARGV[3]. Uses Redis's clock.
@@ -90,6 +123,7 @@ pub fn start(
         connected: AtomicBool::new(false),
         last_sync_ms: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
         peers: ArcSwap::from_pointee(Vec::new()),
     });
     let shared = state.clone();
@@ -110,6 +144,8 @@ struct Sync {
     conn: Option<redis::Connection>,
     script: redis::Script,
     nodes: u32,
+    /// Process-clock ms of the last warning about a refused value (rate limit).
+    warned_ms: Cell<u64>,
 }
 
 impl Sync {
@@ -130,6 +166,7 @@ impl Sync {
             conn: None,
             script: redis::Script::new(LEASE_SCRIPT),
             nodes,
+            warned_ms: Cell::new(0),
         }
     }
 
@@ -170,6 +207,17 @@ impl Sync {
         Ok(self.conn.as_mut().expect("just connected"))
     }
 
+    /// A value read from Redis is out of bounds: count it, warn now and then, change nothing.
+    fn refuse(&self, what: &str, detail: std::fmt::Arguments<'_>) {
+        self.state.refused.fetch_add(1, Ordering::Relaxed);
+        let now = now_ms();
+        let last = self.warned_ms.get();
+        if last == 0 || now.saturating_sub(last) >= WARN_EVERY_MS {
+            self.warned_ms.set(now);
+            tracing::warn!(what, detail = %detail, refused = self.state.refused.load(Ordering::Relaxed), "cluster: ignored an implausible value read from Redis (advisory only; further ones are counted in prism_cluster_refused_total)");
+        }
+    }
+
     fn key(&self, parts: &str) -> String {
         format!("{}:{parts}", self.cluster.prefix)
     }
@@ -181,8 +229,9 @@ impl Sync {
         let id = self.state.node_id.clone();
         let node_key = self.key(&format!("node:{id}"));
         let nodes_key = self.key("nodes");
+        let horizon = node_horizon(now, ttl);
         let conn = self.connection()?;
-        let (live_ids,): (Vec<String>,) = redis::pipe()
+        let (live_ids, future): (Vec<String>, u64) = redis::pipe()
             .cmd("SET")
             .arg(&node_key)
             .arg(&payload)
@@ -202,9 +251,29 @@ impl Sync {
             .cmd("ZRANGEBYSCORE")
             .arg(&nodes_key)
             .arg(now)
+            .arg(horizon)
+            .cmd("ZCOUNT")
+            .arg(&nodes_key)
+            .arg(format!("({horizon}"))
             .arg("+inf")
             .query(conn)?;
-        let peers: Vec<String> = live_ids.into_iter().filter(|p| *p != id).collect();
+        if future > 0 {
+            self.refuse(
+                "node entry",
+                format_args!(
+                    "{future} node entries claim to live beyond {} ms from now",
+                    horizon - now
+                ),
+            );
+        }
+        let mut peers: Vec<String> = live_ids.into_iter().filter(|p| *p != id).collect();
+        if peers.len() > MAX_PEERS {
+            self.refuse(
+                "node entry",
+                format_args!("{} live node entries; reading {MAX_PEERS}", peers.len()),
+            );
+            peers.truncate(MAX_PEERS);
+        }
         let payloads: Vec<Option<String>> = if peers.is_empty() {
             Vec::new()
         } else {
@@ -217,10 +286,17 @@ impl Sync {
                 .query(self.conn.as_mut().expect("connected"))?
         };
         let mut seen = Vec::new();
+        let ceilings: Vec<Option<u64>> = self.lives.iter().map(|l| l.plausible_ceiling(now_ms())).collect();
         for (peer, payload) in peers.iter().zip(payloads) {
             if let Some(p) = payload {
-                seen.push(self.apply(peer, &p));
+                seen.push(self.apply(peer, &p, &ceilings));
             }
+        }
+        // Peers' best heads, bounded per peer in `apply`: replaced every sync, never kept as a maximum.
+        let until = now_ms() + self.cluster.ttl_ms;
+        for (n, live) in self.lives.iter().enumerate() {
+            let best = seen.iter().map(|p| p.best_heads[n]).max().unwrap_or(0);
+            live.set_peer_best(best, until);
         }
         self.nodes = (seen.len() as u32 + 1).max(1);
         self.state.peers.store(Arc::new(seen));
@@ -238,7 +314,8 @@ impl Sync {
             let health = live.health.load();
             for (i, p) in live.providers.iter().enumerate() {
                 let h = health.providers.get(i).cloned().unwrap_or_default();
-                let open = !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed);
+                let open =
+                    !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed) || p.outlier.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
                     "prov {} {} {} {} {} {}",
@@ -265,8 +342,9 @@ impl Sync {
         out
     }
 
-    /// Folds a peer's view into this node's atomics.
-    fn apply(&self, peer: &str, payload: &str) -> Peer {
+    /// Folds a peer's view into this node's atomics. Heads and marks above `ceilings[n]` (where this node's own
+    /// believed heads say network `n` can plausibly be) are ignored.
+    fn apply(&self, peer: &str, payload: &str, ceilings: &[Option<u64>]) -> Peer {
         let until = now_ms() + self.cluster.ttl_ms;
         let mut open = Vec::new();
         let mut best_heads = vec![0; self.lives.len()];
@@ -280,11 +358,14 @@ impl Sync {
             let live = &self.lives[n];
             match f.first() {
                 Some(&"net") => {
-                    if let Some(best) = num(2) {
-                        // Advisory: ranks providers, never excludes one (drift uses this node's own view).
-                        live.peer_best_head.fetch_max(best, Ordering::AcqRel);
-                        live.peer_best_until_ms.store(until, Ordering::Release);
-                        best_heads[n] = best;
+                    // Advisory: ranks providers, never excludes one (drift uses this node's own view).
+                    match num(2).map(|best| (best, bounded_head(best, ceilings[n]))) {
+                        Some((_, Some(best))) => best_heads[n] = best,
+                        Some((best, None)) => self.refuse(
+                            "best head",
+                            format_args!("peer {peer} reports {best} on {}, beyond {:?}", f[1], ceilings[n]),
+                        ),
+                        None => {}
                     }
                 }
                 Some(&"prov") => {
@@ -306,7 +387,13 @@ impl Sync {
                         None => None,
                     };
                     if let (Some(k), Some(h)) = (key, num(3)) {
-                        live.marks.raise(MarkKey::Key(k), h);
+                        match bounded_head(h, ceilings[n]) {
+                            Some(h) => live.marks.raise(MarkKey::Key(k), h),
+                            None => self.refuse(
+                                "mark",
+                                format_args!("peer {peer} reports mark {h} on {}, beyond {:?}", f[1], ceilings[n]),
+                            ),
+                        }
                     }
                 }
                 _ => {}
@@ -353,13 +440,20 @@ impl Sync {
             }
         }
         for (key, rate, burst, want, target) in wants {
-            let granted: i64 = self
+            let answered: i64 = self
                 .script
                 .key(&key)
                 .arg(rate)
                 .arg(burst)
                 .arg(want)
                 .invoke(self.conn.as_mut().expect("connected"))?;
+            let granted = bounded_grant(answered, want);
+            if granted != answered {
+                self.refuse(
+                    "token grant",
+                    format_args!("{key}: Redis granted {answered} of {want} asked; using {granted}"),
+                );
+            }
             match target {
                 LeaseTarget::Key(k) => {
                     if let Some(shared) = &self.keys.entries()[k].shared {
@@ -399,4 +493,23 @@ impl Sync {
 enum LeaseTarget {
     Key(usize),
     Provider(usize, usize),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_redis_says_is_bounded() {
+        assert_eq!(bounded_grant(3, 5), 3);
+        assert_eq!(bounded_grant(-1_000_000, 5), 0, "a negative grant takes nothing away");
+        assert_eq!(bounded_grant(i64::MAX, 5), 5, "a huge grant is no more than asked");
+        assert_eq!(bounded_grant(2, -1), 0);
+        assert_eq!(bounded_head(100, Some(100)), Some(100));
+        assert_eq!(bounded_head(101, Some(100)), None);
+        assert_eq!(bounded_head(1, None), None, "nothing to bound it by: not taken");
+        assert_eq!(bounded_head(u64::MAX, Some(u64::MAX)), None);
+        assert_eq!(node_horizon(1_000, 500), 3_000);
+        assert_eq!(node_horizon(u64::MAX - 1, u64::MAX), u64::MAX);
+    }
 }

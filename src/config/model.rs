@@ -260,6 +260,15 @@ pub struct Network {
     pub max_drift_blocks: u64,
     #[serde(default = "default_hwm_tolerance_blocks")]
     pub hwm_tolerance_blocks: u64,
+    /// The chain's block time, for how far a provider's head may plausibly move: at most twice this rate
+    /// since a believed head was first seen, plus `max_drift_blocks + head_slack_blocks`. The default (250,
+    /// Arbitrum Nitro / Robinhood Chain) is lenient for every slower chain.
+    #[serde(default = "default_block_time_ms")]
+    pub block_time_ms: u64,
+    /// Blocks a head may be beyond that bound, and beyond the median of the other providers' heads, before
+    /// its provider is an outlier.
+    #[serde(default = "default_head_slack_blocks")]
+    pub head_slack_blocks: u64,
     /// Reads pinned to a block number at least this far below the pool's head may be cached.
     #[serde(default = "default_cache_depth_blocks")]
     pub cache_depth_blocks: u64,
@@ -389,6 +398,12 @@ fn default_max_drift_blocks() -> u64 {
 }
 fn default_hwm_tolerance_blocks() -> u64 {
     2
+}
+fn default_block_time_ms() -> u64 {
+    250
+}
+fn default_head_slack_blocks() -> u64 {
+    128
 }
 fn default_cache_depth_blocks() -> u64 {
     64

@@ -87,3 +87,36 @@ fn endpoint_parsing() {
     assert!(Endpoint::parse("http://user:pw@h/").is_err());
     assert!(Endpoint::parse("http://h:99999/").is_err());
 }
+
+#[test]
+fn head_plausibility_keys_default_and_validate() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(
+        (c.networks[0].block_time_ms, c.networks[0].head_slack_blocks),
+        (250, 128)
+    );
+    let set = MINIMAL.replace(
+        "kind = \"evm\"",
+        "kind = \"evm\"\nblock_time_ms = 12000\nhead_slack_blocks = 8",
+    );
+    let c = Config::from_toml_with(&set, no_env).unwrap();
+    assert_eq!(
+        (c.networks[0].block_time_ms, c.networks[0].head_slack_blocks),
+        (12_000, 8)
+    );
+    let zero = MINIMAL.replace("kind = \"evm\"", "kind = \"evm\"\nblock_time_ms = 0");
+    let err = Config::from_toml_with(&zero, no_env).unwrap_err().to_string();
+    assert!(err.starts_with("networks[0].block_time_ms:"), "{err}");
+}
+
+#[test]
+fn rediss_is_refused_naming_the_field() {
+    let tls = format!("{MINIMAL}[cluster]\nredis_url = \"rediss://redis.example.com:6380\"\n");
+    let err = Config::from_toml_with(&tls, no_env).unwrap_err().to_string();
+    assert!(
+        err.starts_with("cluster.redis_url:") && err.contains("rediss://"),
+        "{err}"
+    );
+    let plain = format!("{MINIMAL}[cluster]\nredis_url = \"redis://127.0.0.1:6379\"\n");
+    Config::from_toml_with(&plain, no_env).unwrap();
+}

@@ -46,11 +46,15 @@ impl Config {
         self.validate_networks()?;
         self.validate_keys()?;
         if let Some(c) = &self.cluster {
-            if !c.redis_url.starts_with("redis://") && !c.redis_url.starts_with("rediss://") {
+            if c.redis_url.starts_with("rediss://") {
+                // This build's Redis client has no TLS: refusing beats a cluster that silently never syncs.
                 return Err(ConfigError::invalid(
                     "cluster.redis_url",
-                    "must start with redis:// or rediss://",
+                    "rediss:// (Redis over TLS) is not supported by this build; use redis:// on a private network or through a local TLS tunnel (stunnel, spiped)",
                 ));
+            }
+            if !c.redis_url.starts_with("redis://") {
+                return Err(ConfigError::invalid("cluster.redis_url", "must start with redis://"));
             }
             positive("cluster.ttl_ms", c.ttl_ms)?;
         }
@@ -142,6 +146,7 @@ impl Config {
                 ));
             }
             positive(&format!("{at}.probe_interval_ms"), n.probe_interval_ms)?;
+            positive(&format!("{at}.block_time_ms"), n.block_time_ms)?;
             if n.providers.is_empty() {
                 return Err(ConfigError::invalid(
                     format!("{at}.providers"),

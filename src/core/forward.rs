@@ -34,6 +34,7 @@ use super::marks::MarkKey;
 use super::methods::{block_ref, lookup, BlockRef, HeadHint, Kind, MethodInfo};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
+use super::state::HeadVerdict;
 use super::txhash::raw_tx_hash;
 
 /// The answer to one call.
@@ -694,7 +695,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
     }
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
-    fn finish(&self, i: usize, body: Vec<u8>, value: Range<usize>, is_error: bool, _more: bool) -> CallOutcome {
+    fn finish(&self, _i: usize, body: Vec<u8>, value: Range<usize>, is_error: bool, _more: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
             if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
                 let dropped = cache.observe_block(height, hash);
@@ -703,12 +704,10 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 }
             }
         }
-        if !is_error {
+        // `check_head` already observed the head and let only a plausible one through.
+        if !is_error && self.latest {
             if let Some(h) = revealed_head(&self.info, self.latest, &body[value.clone()]) {
-                self.route.live.observe_head(i, h);
-                if self.latest {
-                    self.route.live.marks.raise(self.caller.mark, h);
-                }
+                self.route.live.marks.raise(self.caller.mark, h);
             }
         }
         CallOutcome::Answer { body, value, is_error }
@@ -778,17 +777,34 @@ impl Verdict {
         }
     }
 
-    /// `eth_blockNumber` or a "latest" block answered below the client's mark is lagging: learn the
-    /// provider's real head, try another.
+    /// An answer revealing a head: learn it if plausible. One beyond 2^53 is malformed (the provider's
+    /// failure); one the chain cannot be at is never answered (try another). `eth_blockNumber` or a "latest"
+    /// block answered below the client's mark is lagging: learn the provider's real head, try another.
     fn check_head(self, a: &Attempts<'_, '_>, i: usize) -> Verdict {
         match self {
             Verdict::Answer {
                 body,
                 value,
                 is_error: false,
-            } if a.latest && a.mark > 0 => match revealed_head(&a.info, a.latest, &body[value.clone()]) {
+            } if a.latest => match revealed_head(&a.info, a.latest, &body[value.clone()])
+                .map(|h| (h, a.route.live.observe_head(i, h)))
+            {
+                Some((_, HeadVerdict::Malformed)) => Verdict::Failed {
+                    error: ProxyError::NotServed(
+                        "The provider answered a block height beyond 2^53: a malformed answer",
+                    ),
+                    sent: true,
+                    retry_class: None,
+                    node_answer: None,
+                    class: Class::ProviderFailure,
+                },
+                Some((_, HeadVerdict::Implausible)) => Verdict::Reroute {
+                    answer: CallOutcome::Failed(ProxyError::NotServed(
+                        "The provider reported a block height the chain cannot be at; retry shortly",
+                    )),
+                },
                 // `eth_blockNumber`, or a "latest" block whose number is below what this client has seen.
-                Some(h) if h < a.mark => {
+                Some((h, _)) if h < a.mark => {
                     a.route.live.lower_head(i, h);
                     Verdict::Lagging {
                         answer: CallOutcome::Answer {

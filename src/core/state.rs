@@ -1,8 +1,14 @@
 //! What every shard must agree on about a network's providers, shared through atomics: breakers, heads,
 //! drift, parking, chain-id checks, the per-key high-water marks, and the latest health snapshot.
 //! Built once at start-up and shared behind an `Arc`; no lock on any path.
+//!
+//! Heads need evidence ([`HeadRule`]): a reported height is believed only if the chain can have got there
+//! since the heads already believed were first seen, and, with two or more other live providers, only if it
+//! is not far above their median. A provider reporting anything else is an `outlier`: the head is dropped
+//! (never the pool's best head, a client's mark, another provider's drift or what peers are told), the
+//! provider is left out of routing, and it is back as soon as a head of its is plausible again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -10,7 +16,130 @@ use arc_swap::ArcSwap;
 use super::breaker::{Breaker, BreakerState};
 use super::marks::Marks;
 use crate::config::{BreakerPolicy, Network};
+use crate::telemetry::clock::now_ms;
 use crate::telemetry::snapshot::NetworkHealth;
+
+/// Above this no answer is a block height: JavaScript clients read heights as doubles (exact below 2^53),
+/// and no chain is anywhere near it. Such an answer is malformed, the provider's failure.
+pub const MAX_HEIGHT: u64 = 1 << 53;
+
+/// Most providers a network's plausibility check looks at (the router's own bound).
+const MAX_PROVIDERS: usize = 64;
+
+/// What is known of one provider's head: the height, when it first reached it, when it last confirmed it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeadRef {
+    pub head: u64,
+    /// Process-clock ms at which this provider first reported `head`.
+    pub at_ms: u64,
+    /// Process-clock ms of its last believed report.
+    pub seen_ms: u64,
+}
+
+/// How far a reported head may be believed (per network, from config).
+#[derive(Debug, Clone, Copy)]
+pub struct HeadRule {
+    /// The chain's block time; the chain is assumed to make at most twice that many blocks.
+    pub block_time_ms: u64,
+    /// Blocks allowed on top of every bound (start-up, jitter, clocks).
+    pub slack_blocks: u64,
+    /// The network's `max_drift_blocks`: an honest provider may be this far ahead of the others.
+    pub max_drift: u64,
+    /// A provider counts towards the median while its last believed report is this recent.
+    pub live_ms: u64,
+}
+
+/// What [`HeadRule::judge`] makes of a reported head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadVerdict {
+    Accepted,
+    /// A height, but not one the chain can be at: the provider is an outlier until it reports a plausible one.
+    Implausible,
+    /// Not a block height at all (beyond [`MAX_HEIGHT`]): a malformed answer.
+    Malformed,
+}
+
+impl HeadVerdict {
+    pub fn accepted(self) -> bool {
+        self == HeadVerdict::Accepted
+    }
+}
+
+impl HeadRule {
+    pub fn new(network: &Network) -> Self {
+        HeadRule {
+            block_time_ms: network.block_time_ms.max(1),
+            slack_blocks: network.head_slack_blocks,
+            max_drift: network.max_drift_blocks,
+            live_ms: network.probe_interval_ms.saturating_mul(5).max(10_000),
+        }
+    }
+
+    /// Blocks beyond the time bound or the median a head may still be.
+    pub fn margin(&self) -> u64 {
+        self.max_drift.saturating_add(self.slack_blocks)
+    }
+
+    /// Most blocks the chain can have made in `elapsed_ms`: twice the configured rate.
+    pub fn blocks_in(&self, elapsed_ms: u64) -> u64 {
+        elapsed_ms.saturating_mul(2) / self.block_time_ms.max(1)
+    }
+
+    /// Highest the chain can be now, judging from one believed head.
+    fn reach(&self, r: &HeadRef, now_ms: u64) -> u64 {
+        r.head.saturating_add(self.blocks_in(now_ms.saturating_sub(r.at_ms)))
+    }
+
+    /// The highest head `refs` make plausible now (margin included); `None` without any reference.
+    pub fn ceiling<'a>(&self, now_ms: u64, refs: impl IntoIterator<Item = &'a HeadRef>) -> Option<u64> {
+        refs.into_iter()
+            .filter(|r| r.head > 0)
+            .map(|r| self.reach(r, now_ms))
+            .max()
+            .map(|c| c.saturating_add(self.margin()))
+    }
+
+    /// The rule. `own`: what this provider last reported believably (`None` before its first report);
+    /// `others`: the other providers that count (right chain, not outliers, with a head).
+    ///
+    /// - Beyond [`MAX_HEIGHT`]: malformed.
+    /// - Not above a head already believed (its own or another's): accepted.
+    /// - Time: above every believed head plus what the chain can have made since it was first seen, plus
+    ///   the margin: implausible. A provider's first report is bounded by the others; with no reference at
+    ///   all (the pool's very first report) there is nothing to doubt it by.
+    /// - Agreement: with two or more other providers live, above the (upper) median of their heads
+    ///   (each carried forward by the time since it was first seen) plus the margin: implausible.
+    pub fn judge(&self, height: u64, now_ms: u64, own: Option<HeadRef>, others: &[HeadRef]) -> HeadVerdict {
+        if height > MAX_HEIGHT {
+            return HeadVerdict::Malformed;
+        }
+        let known = own.iter().chain(others).map(|r| r.head).max().unwrap_or(0);
+        if height <= known {
+            return HeadVerdict::Accepted;
+        }
+        if let Some(ceiling) = self.ceiling(now_ms, own.iter().chain(others)) {
+            if height > ceiling {
+                return HeadVerdict::Implausible;
+            }
+        }
+        let mut live = [0u64; MAX_PROVIDERS];
+        let mut n = 0;
+        for r in others.iter().take(MAX_PROVIDERS) {
+            if r.head > 0 && now_ms.saturating_sub(r.seen_ms) <= self.live_ms {
+                live[n] = self.reach(r, now_ms);
+                n += 1;
+            }
+        }
+        if n >= 2 {
+            let live = &mut live[..n];
+            live.sort_unstable();
+            if height > live[n / 2].saturating_add(self.margin()) {
+                return HeadVerdict::Implausible;
+            }
+        }
+        HeadVerdict::Accepted
+    }
+}
 
 /// Result of the start-up `eth_chainId` check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +154,17 @@ pub enum ChainCheck {
 
 pub struct ProviderLive {
     pub breaker: Breaker,
-    /// Latest head height seen from this provider (probes, responses, newHeads).
+    /// Latest believed head height of this provider (probes, responses, newHeads).
     pub head: AtomicU64,
+    /// When `head` was first reported at its height (process-clock ms).
+    pub head_at_ms: AtomicU64,
+    /// When this provider last reported a believed head.
+    pub seen_ms: AtomicU64,
+    /// Reported a head that cannot be (see [`HeadRule`]): left out of routing and of the pool's heads.
+    pub outlier: AtomicBool,
+    /// Implausible heads reported so far (metric), and the last one.
+    pub outlier_heads: AtomicU64,
+    pub claimed_head: AtomicU64,
     /// More than `max_drift_blocks` behind the pool's best head.
     pub drifted: AtomicBool,
     /// Throttled: not used until this time (ms on the process clock).
@@ -44,6 +182,11 @@ impl ProviderLive {
         ProviderLive {
             breaker: Breaker::new(policy),
             head: AtomicU64::new(0),
+            head_at_ms: AtomicU64::new(0),
+            seen_ms: AtomicU64::new(0),
+            outlier: AtomicBool::new(false),
+            outlier_heads: AtomicU64::new(0),
+            claimed_head: AtomicU64::new(0),
             drifted: AtomicBool::new(false),
             parked_until_ms: AtomicU64::new(0),
             chain: AtomicU8::new(ChainCheck::Unknown as u8),
@@ -83,10 +226,13 @@ impl ProviderLive {
         self.parked_until_ms.fetch_max(until_ms, Ordering::Relaxed);
     }
 
-    /// The state shown to operators: the breaker, or `open (drift)` / `wrong chain` when those exclude it.
+    /// The state shown to operators: the breaker, or `open-drift` / `outlier` / `wrong-chain` when those
+    /// exclude it.
     pub fn describe(&self, now_ms: u64) -> &'static str {
         if self.chain() == ChainCheck::Wrong {
             "wrong-chain"
+        } else if self.outlier.load(Ordering::Relaxed) && self.breaker.is_closed() {
+            "outlier"
         } else if self.drifted.load(Ordering::Relaxed) && self.breaker.is_closed() {
             "open-drift"
         } else {
@@ -100,7 +246,8 @@ impl ProviderLive {
 
 pub struct NetworkLive {
     pub providers: Box<[ProviderLive]>,
-    /// Best head across the pool.
+    /// Best head across the pool: the greatest believed head of a provider that counts (right chain, not an
+    /// outlier), recomputed whenever one changes, so nothing a provider once said sticks in it.
     pub best_head: AtomicU64,
     /// Best head peer nodes report (advisory, `[cluster]`), valid until `peer_best_until_ms`.
     pub peer_best_head: AtomicU64,
@@ -111,6 +258,12 @@ pub struct NetworkLive {
     pub chain_id: Option<u64>,
     pub marks: Marks,
     pub health: ArcSwap<NetworkHealth>,
+    pub rule: HeadRule,
+    /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
+    outliers: AtomicUsize,
+    /// For logs: the network's and providers' names.
+    name: String,
+    names: Box<[String]>,
 }
 
 impl NetworkLive {
@@ -125,19 +278,140 @@ impl NetworkLive {
             chain_id: network.chain_id,
             marks: Marks::new(keys),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
+            rule: HeadRule::new(network),
+            outliers: AtomicUsize::new(0),
+            name: network.name.clone(),
+            names: network.providers.iter().map(|p| p.name.clone()).collect(),
         })
     }
 
-    /// Records a head seen from `provider`; returns the pool's best head afterwards.
-    pub fn observe_head(&self, provider: usize, height: u64) -> u64 {
-        self.providers[provider].head.fetch_max(height, Ordering::AcqRel);
-        self.best_head.fetch_max(height, Ordering::AcqRel).max(height)
+    /// Whether provider `i`'s head counts towards the pool's (right chain, not an outlier).
+    fn counts(&self, i: usize) -> bool {
+        let p = &self.providers[i];
+        !p.outlier.load(Ordering::Relaxed)
+            && match p.chain() {
+                ChainCheck::Ok => true,
+                ChainCheck::Wrong => false,
+                ChainCheck::Unknown => self.chain_id.is_none(),
+            }
+    }
+
+    fn head_ref(&self, i: usize) -> HeadRef {
+        let p = &self.providers[i];
+        HeadRef {
+            head: p.head.load(Ordering::Acquire),
+            at_ms: p.head_at_ms.load(Ordering::Relaxed),
+            seen_ms: p.seen_ms.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Recomputes the pool's best head from the providers that count; returns it. When every provider is an
+    /// outlier, their last believed heads (never an implausible one) are all there is.
+    pub fn recompute_best(&self) -> u64 {
+        let (mut best, mut fallback) = (0, 0);
+        for (i, p) in self.providers.iter().enumerate() {
+            let head = p.head.load(Ordering::Acquire);
+            if self.counts(i) {
+                best = best.max(head);
+            } else if p.chain() != ChainCheck::Wrong {
+                fallback = fallback.max(head);
+            }
+        }
+        let best = if best == 0 { fallback } else { best };
+        self.best_head.store(best, Ordering::Release);
+        best
+    }
+
+    /// Records a head reported by `provider` (an answer, a newHeads notification), if it is plausible.
+    pub fn observe_head(&self, provider: usize, height: u64) -> HeadVerdict {
+        self.observe_head_at(provider, height, now_ms())
+    }
+
+    /// A probe's head: the provider's head is what it says now, lower than before or not.
+    pub fn observe_probe(&self, provider: usize, height: u64) -> HeadVerdict {
+        let now = now_ms();
+        let verdict = self.observe_head_at(provider, height, now);
+        if verdict.accepted() {
+            let p = &self.providers[provider];
+            if p.head.fetch_min(height, Ordering::AcqRel) > height {
+                p.head_at_ms.store(now, Ordering::Relaxed);
+                self.recompute_best();
+            }
+        }
+        verdict
+    }
+
+    /// [`NetworkLive::observe_head`] at a given time. Cheap when the head is not above the pool's best (the
+    /// common case: no loop over providers); otherwise the rule looks at every provider, on the stack.
+    pub fn observe_head_at(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
+        let p = &self.providers[provider];
+        let own = self.head_ref(provider);
+        let verdict =
+            if height <= MAX_HEIGHT && (height <= own.head || height <= self.best_head.load(Ordering::Acquire)) {
+                HeadVerdict::Accepted
+            } else {
+                let mut others = [HeadRef::default(); MAX_PROVIDERS];
+                let mut n = 0;
+                for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
+                    let r = self.head_ref(j);
+                    if r.head > 0 && n < MAX_PROVIDERS {
+                        others[n] = r;
+                        n += 1;
+                    }
+                }
+                self.rule
+                    .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
+            };
+        match verdict {
+            HeadVerdict::Accepted => {
+                p.seen_ms.store(now_ms, Ordering::Relaxed);
+                let before = p.head.fetch_max(height, Ordering::AcqRel);
+                if height > before {
+                    p.head_at_ms.store(now_ms, Ordering::Relaxed);
+                }
+                let recovered = p.outlier.swap(false, Ordering::AcqRel);
+                if recovered {
+                    self.outliers.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, "provider reports a plausible head again; back in the pool");
+                }
+                if recovered || height > before {
+                    self.recompute_best();
+                }
+            }
+            HeadVerdict::Implausible => {
+                p.outlier_heads.fetch_add(1, Ordering::Relaxed);
+                p.claimed_head.store(height, Ordering::Relaxed);
+                if !p.outlier.swap(true, Ordering::AcqRel) {
+                    self.outliers.fetch_add(1, Ordering::AcqRel);
+                    tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, best = self.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
+                    self.recompute_best();
+                }
+            }
+            HeadVerdict::Malformed => {}
+        }
+        verdict
+    }
+
+    /// Where the chain can plausibly be now by this node's own believed heads (margin included); `None`
+    /// while no provider has reported one. Bounds what peers say.
+    pub fn plausible_ceiling(&self, now_ms: u64) -> Option<u64> {
+        let mut refs = [HeadRef::default(); MAX_PROVIDERS];
+        let mut n = 0;
+        for j in (0..self.providers.len()).filter(|&j| self.counts(j)) {
+            if n < MAX_PROVIDERS {
+                refs[n] = self.head_ref(j);
+                n += 1;
+            }
+        }
+        self.rule.ceiling(now_ms, &refs[..n])
     }
 
     /// A provider answered from below what it reported before (a load balancer behind it switched nodes, or
     /// it fell back): its head is what it just showed, so routing stops sending it clients who are ahead.
     pub fn lower_head(&self, provider: usize, height: u64) {
-        self.providers[provider].head.fetch_min(height, Ordering::AcqRel);
+        if self.providers[provider].head.fetch_min(height, Ordering::AcqRel) > height {
+            self.recompute_best();
+        }
     }
 
     /// Re-evaluates drift for every provider against the best head. Returns (provider, now drifted) for each
@@ -165,6 +439,14 @@ impl NetworkLive {
         }
     }
 
+    /// What peers report as their best head (already bounded by [`NetworkLive::plausible_ceiling`]), valid
+    /// until `until_ms`. Replaces the previous report: nothing a peer once said sticks.
+    pub fn set_peer_best(&self, best: u64, until_ms: u64) {
+        self.peer_best_head.store(best, Ordering::Release);
+        self.peer_best_until_ms
+            .store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
+    }
+
     /// The best head peers report, while their reports are fresh.
     pub fn peer_best(&self, now_ms: u64) -> u64 {
         if self.peer_best_until_ms.load(Ordering::Acquire) > now_ms {
@@ -174,14 +456,167 @@ impl NetworkLive {
         }
     }
 
-    /// Whether the provider may be routed to at all (breaker aside).
+    /// Whether the provider may be routed to at all (breaker aside). An outlier is not, unless every provider
+    /// is one (leaving all out helps no client: their answers are checked one by one anyway).
     pub fn admissible(&self, provider: usize) -> bool {
         let p = &self.providers[provider];
         !p.drifted.load(Ordering::Relaxed)
+            && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers.len())
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
                 ChainCheck::Unknown => self.chain_id.is_none(),
             }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// 250 ms blocks, slack 100, drift 10: margin 110; live for 10 s.
+    const RULE: HeadRule = HeadRule {
+        block_time_ms: 250,
+        slack_blocks: 100,
+        max_drift: 10,
+        live_ms: 10_000,
+    };
+
+    fn at(head: u64, at_ms: u64) -> HeadRef {
+        HeadRef {
+            head,
+            at_ms,
+            seen_ms: at_ms,
+        }
+    }
+
+    #[test]
+    fn beyond_2_pow_53_is_malformed() {
+        assert_eq!(RULE.judge(MAX_HEIGHT + 1, 1, None, &[]), HeadVerdict::Malformed);
+        assert_eq!(RULE.judge(u64::MAX, 1, Some(at(5, 1)), &[]), HeadVerdict::Malformed);
+        assert_eq!(
+            RULE.judge(MAX_HEIGHT, 1, None, &[]),
+            HeadVerdict::Accepted,
+            "nothing to doubt it by"
+        );
+    }
+
+    #[test]
+    fn time_bounds_a_provider_by_its_own_head() {
+        let own = Some(at(1_000, 10_000));
+        // 10 s later: at most 2 × 40 blocks + margin 110.
+        assert_eq!(RULE.judge(1_190, 20_000, own, &[]), HeadVerdict::Accepted);
+        assert_eq!(RULE.judge(1_191, 20_000, own, &[]), HeadVerdict::Implausible);
+        assert_eq!(RULE.judge(0xffff_ffff_ffff, 20_000, own, &[]), HeadVerdict::Implausible);
+        // Going down, or staying, is never doubted.
+        assert_eq!(RULE.judge(900, 20_000, own, &[]), HeadVerdict::Accepted);
+        // An hour later far more is possible.
+        assert_eq!(RULE.judge(1_000 + 28_800, 3_610_000, own, &[]), HeadVerdict::Accepted);
+    }
+
+    #[test]
+    fn a_first_report_is_bounded_by_the_others() {
+        let others = [at(5_000, 1_000)];
+        assert_eq!(RULE.judge(5_110, 1_000, None, &others), HeadVerdict::Accepted);
+        assert_eq!(RULE.judge(5_111, 1_000, None, &others), HeadVerdict::Implausible);
+        // A provider catching up to the pool may move much faster than the chain.
+        assert_eq!(
+            RULE.judge(5_000, 1_000, Some(at(10, 900)), &others),
+            HeadVerdict::Accepted
+        );
+        // Not above anything believed: accepted, whatever time says.
+        assert_eq!(
+            RULE.judge(4_000, 1_000, Some(at(10, 1_000)), &others),
+            HeadVerdict::Accepted
+        );
+    }
+
+    #[test]
+    fn far_above_the_median_of_two_or_more_others_is_an_outlier() {
+        // The provider itself was ahead a long time ago, so time alone would allow a lot.
+        let own = Some(at(1_000_000, 0));
+        let now = 3_600_000;
+        let others = [at(2_000, now - 100), at(2_001, now - 50), at(1_999, now - 20)];
+        assert_eq!(RULE.judge(1_000_100, now, own, &others), HeadVerdict::Implausible);
+        // Within drift + slack of the median: fine.
+        assert_eq!(RULE.judge(2_000 + 110, now, own, &others[..2]), HeadVerdict::Accepted);
+        // One other is no majority: only time applies.
+        assert_eq!(RULE.judge(1_000_100, now, own, &others[..1]), HeadVerdict::Accepted);
+        // Others not seen for longer than live_ms do not vote.
+        let stale = [at(2_000, 0), at(2_001, 0)];
+        assert_eq!(RULE.judge(1_000_100, now, own, &stale), HeadVerdict::Accepted);
+    }
+
+    fn network(providers: usize) -> Arc<NetworkLive> {
+        let mut toml = String::from(
+            "[server]\nlisten = \"127.0.0.1:1\"\n[[networks]]\nname = \"n\"\nkind = \"evm\"\nhead_slack_blocks = 100\n",
+        );
+        for i in 0..providers {
+            toml.push_str(&format!(
+                "[[networks.providers]]\nname = \"p{i}\"\nurl = \"http://127.0.0.1:{}\"\n",
+                1000 + i
+            ));
+        }
+        let c = Config::from_toml_with(&toml, |_| None).unwrap();
+        NetworkLive::new(&c.networks[0], &BreakerPolicy::default(), 0)
+    }
+
+    #[test]
+    fn a_spike_never_moves_the_best_head_and_its_provider_recovers() {
+        let l = network(2);
+        assert!(l.observe_head_at(0, 1_000, 1_000).accepted());
+        assert!(l.observe_head_at(1, 1_001, 1_000).accepted());
+        assert_eq!(l.observe_head_at(1, 0xffff_ffff_ffff, 1_100), HeadVerdict::Implausible);
+        assert_eq!(
+            l.best_head.load(Ordering::Relaxed),
+            1_000,
+            "the spiking provider no longer counts"
+        );
+        assert_eq!(
+            l.providers[1].head.load(Ordering::Relaxed),
+            1_001,
+            "its head stays what it was"
+        );
+        assert!(!l.admissible(1));
+        assert!(l.admissible(0));
+        assert_eq!(l.describe(1, 1_100), "outlier");
+        assert!(l.update_drift().is_empty(), "nobody drifts behind a spike");
+        assert!(l.observe_head_at(1, 1_002, 1_200).accepted());
+        assert!(l.admissible(1));
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_002);
+        assert_eq!(l.providers[1].outlier_heads.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_best_head_is_recomputed_so_a_first_report_cannot_stick() {
+        // The pool's very first report is an absurd one: nothing to doubt it by, yet.
+        let l = network(1);
+        assert!(l.observe_probe(0, 0xffff_ffff_ffff).accepted());
+        assert!(l.observe_probe(0, 1_000).accepted());
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
+        // A single-provider pool: time still applies, and its only provider is never left out for it.
+        assert_eq!(
+            l.observe_head_at(0, 0xffff_ffff_ffff, now_ms()),
+            HeadVerdict::Implausible
+        );
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
+        assert!(l.admissible(0));
+    }
+
+    #[test]
+    fn one_provider_far_ahead_of_three_that_agree_is_an_outlier() {
+        let l = network(4);
+        for i in 0..3 {
+            assert!(l.observe_head_at(i, 5_000, 1_000).accepted());
+        }
+        // Even as the pool's first report from it, and even after a long time.
+        assert_eq!(l.observe_head_at(3, 1_005_000, 1_000), HeadVerdict::Implausible);
+        for i in 0..3 {
+            assert!(l.observe_head_at(i, 5_001, 2_000).accepted());
+        }
+        assert_eq!(l.observe_head_at(3, 1_005_001, 2_000), HeadVerdict::Implausible);
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 5_001);
+        assert_eq!(l.plausible_ceiling(2_000), Some(5_001 + 110));
     }
 }

@@ -413,7 +413,10 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
         if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
             if topic.kind == TopicKind::NewHeads {
                 if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
-                    route.live.observe_head(link.provider, n);
+                    // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
+                    if !route.live.observe_head(link.provider, n).accepted() {
+                        return;
+                    }
                 }
             }
             topic.hand_over(route, Inbound::Item(result.to_vec()));

@@ -182,6 +182,19 @@ impl AdminView {
             },
         );
         self.render_gauges(&mut out);
+        let _ = writeln!(out, "# HELP prism_provider_outlier_heads_total Heads reported that the chain cannot be at (beyond what time allows, or far above the other providers); the provider is excluded as an outlier meanwhile.\n# TYPE prism_provider_outlier_heads_total counter");
+        for (n, net) in self.config.networks.iter().enumerate() {
+            for (i, p) in net.providers.iter().enumerate() {
+                let mut l = String::new();
+                metrics::label(&mut l, &p.name);
+                let v = self.lives[n].providers[i].outlier_heads.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "prism_provider_outlier_heads_total{{network=\"{}\",provider=\"{l}\"}} {v}",
+                    net.name
+                );
+            }
+        }
         if let Some(c) = &self.cluster {
             let lag = c.lag_ms();
             let lag = if lag == u64::MAX { f64::NAN } else { lag as f64 / 1000.0 };
@@ -199,6 +212,8 @@ impl AdminView {
                 "prism_cluster_redis_errors_total {}",
                 c.errors.load(Ordering::Relaxed)
             );
+            let _ = writeln!(out, "# HELP prism_cluster_refused_total Values read from Redis that were out of bounds and ignored or clamped (peer heads and marks beyond what this node's own heads make plausible, far-future node entries, token grants outside what was asked).\n# TYPE prism_cluster_refused_total counter");
+            let _ = writeln!(out, "prism_cluster_refused_total {}", c.refused.load(Ordering::Relaxed));
             let _ = writeln!(
                 out,
                 "# HELP prism_cluster_peers Live peer nodes seen at the last sync.\n# TYPE prism_cluster_peers gauge"
@@ -220,7 +235,7 @@ impl AdminView {
         let gauges: [(&str, &str); 6] = [
             (
                 "prism_provider_breaker_state",
-                "Breaker state: 0 closed, 1 open, 2 half-open, 3 excluded (drift or wrong chain).",
+                "Breaker state: 0 closed, 1 open, 2 half-open, 3 excluded (drift, outlier or wrong chain).",
             ),
             (
                 "prism_provider_head_block",
@@ -304,6 +319,8 @@ impl AdminView {
                             throttled: h.throttled,
                             cooldown_ms: live.providers[i].breaker.cooldown_ms(),
                             overflow: p.overflow,
+                            outlier_heads: live.providers[i].outlier_heads.load(Ordering::Relaxed),
+                            claimed_head: live.providers[i].claimed_head.load(Ordering::Relaxed),
                         }
                     })
                     .collect();
@@ -346,7 +363,7 @@ impl AdminView {
                 }
                 let _ = write!(
                     out,
-                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{}}}"#,
+                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}}}"#,
                     json_str(&r.name),
                     r.region.as_deref().map_or("null".to_string(), json_str),
                     r.state,
@@ -361,6 +378,8 @@ impl AdminView {
                     r.throttled,
                     r.cooldown_ms,
                     r.overflow,
+                    r.outlier_heads,
+                    r.claimed_head,
                 );
             }
             out.push_str("]}");
@@ -370,7 +389,7 @@ impl AdminView {
             let lag = c.lag_ms();
             let _ = write!(
                 out,
-                r#","cluster":{{"node":"{}","connected":{},"syncLagMs":{},"redisErrors":{},"peers":["#,
+                r#","cluster":{{"node":"{}","connected":{},"syncLagMs":{},"redisErrors":{},"refused":{},"peers":["#,
                 c.node_id,
                 c.connected.load(Ordering::Relaxed),
                 if lag == u64::MAX {
@@ -378,7 +397,8 @@ impl AdminView {
                 } else {
                     lag.to_string()
                 },
-                c.errors.load(Ordering::Relaxed)
+                c.errors.load(Ordering::Relaxed),
+                c.refused.load(Ordering::Relaxed)
             );
             for (i, p) in c.peers.load().iter().enumerate() {
                 if i > 0 {
@@ -426,6 +446,9 @@ pub struct ProviderRow {
     pub throttled: u64,
     pub cooldown_ms: u64,
     pub overflow: bool,
+    /// Implausible heads reported so far, and the last one (0 = none).
+    pub outlier_heads: u64,
+    pub claimed_head: u64,
 }
 
 fn json_str(s: &str) -> String {

@@ -9,7 +9,7 @@ use crate::core::breaker::BreakerState;
 use crate::core::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use crate::core::methods::Family;
 use crate::core::route::NetworkRoute;
-use crate::core::state::ChainCheck;
+use crate::core::state::{ChainCheck, HeadVerdict};
 use crate::jsonscan::hex_quantity;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
@@ -106,15 +106,23 @@ async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
         route.note_outcome(i, Family::Light, class, latency_us, is_probe);
         return;
     }
+    // A height beyond 2^53 is no block height: a malformed answer, the provider's failure.
     let head = match &result {
         Ok(value) => hex_quantity(value).ok_or(Class::ProviderFailure),
         Err(class) => Err(*class),
-    };
+    }
+    .and_then(|head| match route.live.observe_probe(i, head) {
+        HeadVerdict::Malformed => Err(Class::ProviderFailure),
+        verdict => Ok(verdict),
+    });
     match head {
-        Ok(head) => {
+        Ok(verdict) => {
+            // An implausible head is an answer (the breaker is not the place for it): the provider is an
+            // outlier until its heads are plausible again, and its head and the pool's stay as they were.
             route.note_outcome(i, Family::Light, Class::Success, latency_us, is_probe);
-            p.head.store(head, std::sync::atomic::Ordering::Release);
-            route.live.observe_head(i, head);
+            if verdict == HeadVerdict::Implausible {
+                return;
+            }
             for (k, drifted) in route.live.update_drift() {
                 let who = &route.upstreams[k].name;
                 if drifted {

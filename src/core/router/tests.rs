@@ -12,6 +12,8 @@ fn network(n: usize) -> Network {
         probe_interval_ms: 1000,
         max_drift_blocks: 10,
         hwm_tolerance_blocks: 2,
+        block_time_ms: 250,
+        head_slack_blocks: 128,
         cache_depth_blocks: 64,
         delegation_program: None,
         default_er: None,
