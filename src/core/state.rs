@@ -113,6 +113,11 @@ impl HeadRule {
         if height > MAX_HEIGHT {
             return HeadVerdict::Malformed;
         }
+        // Agreement first: a head this provider already got believed (it was the pool's first report, say)
+        // is still judged by the others once they speak, so an early spike cannot own the best head.
+        if self.beyond_agreement(height, now_ms, others) {
+            return HeadVerdict::Implausible;
+        }
         let known = own.iter().chain(others).map(|r| r.head).max().unwrap_or(0);
         if height <= known {
             return HeadVerdict::Accepted;
@@ -122,6 +127,11 @@ impl HeadRule {
                 return HeadVerdict::Implausible;
             }
         }
+        HeadVerdict::Accepted
+    }
+
+    /// With two or more other providers live: above the (upper) median of their reach plus the margin.
+    fn beyond_agreement(&self, height: u64, now_ms: u64, others: &[HeadRef]) -> bool {
         let mut live = [0u64; MAX_PROVIDERS];
         let mut n = 0;
         for r in others.iter().take(MAX_PROVIDERS) {
@@ -130,14 +140,12 @@ impl HeadRule {
                 n += 1;
             }
         }
-        if n >= 2 {
-            let live = &mut live[..n];
-            live.sort_unstable();
-            if height > live[n / 2].saturating_add(self.margin()) {
-                return HeadVerdict::Implausible;
-            }
+        if n < 2 {
+            return false;
         }
-        HeadVerdict::Accepted
+        let live = &mut live[..n];
+        live.sort_unstable();
+        height > live[n / 2].saturating_add(self.margin())
     }
 }
 
@@ -328,9 +336,11 @@ impl NetworkLive {
     }
 
     /// A probe's head: the provider's head is what it says now, lower than before or not.
+    /// Probes always get the whole rule (no shortcut for heads already believed): once per probe interval
+    /// each provider's head is checked against the others' again.
     pub fn observe_probe(&self, provider: usize, height: u64) -> HeadVerdict {
         let now = now_ms();
-        let verdict = self.observe_head_at(provider, height, now);
+        let verdict = self.observe_at(provider, height, now, true);
         if verdict.accepted() {
             let p = &self.providers[provider];
             if p.head.fetch_min(height, Ordering::AcqRel) > height {
@@ -344,24 +354,30 @@ impl NetworkLive {
     /// [`NetworkLive::observe_head`] at a given time. Cheap when the head is not above the pool's best (the
     /// common case: no loop over providers); otherwise the rule looks at every provider, on the stack.
     pub fn observe_head_at(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
+        self.observe_at(provider, height, now_ms, false)
+    }
+
+    fn observe_at(&self, provider: usize, height: u64, now_ms: u64, audit: bool) -> HeadVerdict {
         let p = &self.providers[provider];
         let own = self.head_ref(provider);
-        let verdict =
-            if height <= MAX_HEIGHT && (height <= own.head || height <= self.best_head.load(Ordering::Acquire)) {
-                HeadVerdict::Accepted
-            } else {
-                let mut others = [HeadRef::default(); MAX_PROVIDERS];
-                let mut n = 0;
-                for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
-                    let r = self.head_ref(j);
-                    if r.head > 0 && n < MAX_PROVIDERS {
-                        others[n] = r;
-                        n += 1;
-                    }
+        let verdict = if !audit
+            && height <= MAX_HEIGHT
+            && (height <= own.head || height <= self.best_head.load(Ordering::Acquire))
+        {
+            HeadVerdict::Accepted
+        } else {
+            let mut others = [HeadRef::default(); MAX_PROVIDERS];
+            let mut n = 0;
+            for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
+                let r = self.head_ref(j);
+                if r.head > 0 && n < MAX_PROVIDERS {
+                    others[n] = r;
+                    n += 1;
                 }
-                self.rule
-                    .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
-            };
+            }
+            self.rule
+                .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
+        };
         match verdict {
             HeadVerdict::Accepted => {
                 p.seen_ms.store(now_ms, Ordering::Relaxed);
@@ -602,6 +618,20 @@ mod tests {
         );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
         assert!(l.admissible(0));
+    }
+
+    #[test]
+    fn an_absurd_first_report_is_caught_by_the_next_probe_once_others_speak() {
+        let l = network(4);
+        // The hostile provider answers first, before anyone else has a head: nothing to doubt it by.
+        assert!(l.observe_head_at(3, 0xffff_ffff_ffff, 1_000).accepted());
+        for i in 0..3 {
+            assert!(l.observe_head_at(i, 5_000, 1_100).accepted());
+        }
+        // Its next probe repeats the (already believed) value: the others now outvote it.
+        assert_eq!(l.observe_probe(3, 0xffff_ffff_ffff), HeadVerdict::Implausible);
+        assert!(!l.admissible(3) || l.providers[3].outlier.load(Ordering::Relaxed));
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 5_000);
     }
 
     #[test]
