@@ -70,6 +70,9 @@ class Provider:
             daemon_threads = True
             allow_reuse_address = True
 
+            def handle_error(self, request, client_address):
+                pass  # a client (Prism) that went away mid-answer is expected here
+
         self.server = S(("127.0.0.1", 0), H)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
