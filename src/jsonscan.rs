@@ -219,6 +219,33 @@ fn skip_key(b: &[u8], i: usize) -> Option<usize> {
     (b.get(i) == Some(&b':')).then(|| skip_ws(b, i + 1))
 }
 
+/// Whether brackets in `b` (outside strings) nest at most `limit` deep. For bytes about to go to a
+/// recursive parser (simd-json builds values recursively): a deep value would exhaust the thread's stack.
+pub fn depth_at_most(b: &[u8], limit: usize) -> bool {
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // To the closing quote, escapes skipped; an unclosed string has no brackets after it.
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The `n`-th element of a JSON array (raw bytes), if `array` is an array with that many elements.
 pub fn nth_element(array: &[u8], n: usize) -> Option<&[u8]> {
     let mut p = skip_ws(array, 0);
@@ -440,5 +467,10 @@ mod tests {
         assert_eq!(skip_value(mixed.as_bytes(), 0), Some(mixed.len()));
         let swapped = mixed.replacen("]}", "}]", 1);
         assert_eq!(skip_value(swapped.as_bytes(), 0), None);
+        assert!(depth_at_most(mixed.as_bytes(), 200));
+        assert!(!depth_at_most(mixed.as_bytes(), 199));
+        assert!(depth_at_most(br#"["[[[[\"[["]"#, 1));
+        assert!(depth_at_most(br#""\"#, 0));
+        assert!(!depth_at_most("[".repeat(100_000).as_bytes(), 512));
     }
 }
