@@ -40,7 +40,8 @@ fn assert_within(outer: &[u8], inner: &[u8], what: &str) {
 /// Raw control characters (other than JSON whitespace) anywhere: the scanner does not look for them
 /// inside strings (documented in `jsonscan`), so the differential against serde_json skips such inputs.
 fn has_control(b: &[u8]) -> bool {
-    b.iter().any(|&c| c < 0x20 && !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    b.iter()
+        .any(|&c| c < 0x20 && !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 fn trim(b: &[u8]) -> &[u8] {
@@ -83,7 +84,11 @@ pub fn upstream_answer(data: &[u8]) {
                 answer_body(head.status, &body);
             }
         }
-        Ok(None) => assert!(data.len() <= MAX_HEAD, "{} bytes and no verdict on the head", data.len()),
+        Ok(None) => assert!(
+            data.len() <= MAX_HEAD,
+            "{} bytes and no verdict on the head",
+            data.len()
+        ),
         Err(_) => {}
     }
     // The whole input as a body, with a status taken from it.
@@ -107,8 +112,16 @@ fn answer_body(status: u16, body: &[u8]) {
                 show(body)
             );
             let v = &body[a.value.clone()];
-            assert_eq!(jsonscan::skip_value(v, 0), Some(v.len()), "the value is not one whole value");
-            assert!(std::str::from_utf8(body).is_ok(), "accepted invalid UTF-8: {}", show(body));
+            assert_eq!(
+                jsonscan::skip_value(v, 0),
+                Some(v.len()),
+                "the value is not one whole value"
+            );
+            assert!(
+                std::str::from_utf8(body).is_ok(),
+                "accepted invalid UTF-8: {}",
+                show(body)
+            );
             if !has_control(body) && jsonscan::depth_at_most(body, 100) {
                 assert!(
                     serde_json::from_slice::<serde_json::Value>(body).is_ok(),
@@ -136,7 +149,11 @@ fn head_extraction(b: &[u8]) {
     for key in ["number", "result", "id", "hash", "blockNumber", "value", "context"] {
         if let Some(v) = jsonscan::object_field(b, key) {
             assert_within(b, v, "object_field");
-            assert_eq!(jsonscan::skip_value(v, 0), Some(v.len()), "object_field value not whole");
+            assert_eq!(
+                jsonscan::skip_value(v, 0),
+                Some(v.len()),
+                "object_field value not whole"
+            );
             let _ = jsonscan::hex_quantity(v);
             let _ = jsonscan::plain_u64(v);
             let _ = jsonscan::plain_str(v);
@@ -152,7 +169,11 @@ fn head_extraction(b: &[u8]) {
             assert_within(b, v, "elements");
         }
         if let Some(first) = all.first() {
-            assert_eq!(jsonscan::nth_element(b, 0), Some(*first), "elements and nth_element disagree");
+            assert_eq!(
+                jsonscan::nth_element(b, 0),
+                Some(*first),
+                "elements and nth_element disagree"
+            );
         }
     }
     let _ = jsonscan::hex_quantity(b);
@@ -312,13 +333,24 @@ pub fn solana_account(data: &[u8]) {
     let lamports = data.first().map_or(1, |b| u64::from(*b % 2));
     let value = format!(r#"{{"lamports":{lamports},"owner":"{owner}","data":["{b64}","base64"],"executable":false}}"#);
     let want = if lamports == 0 { None } else { record };
-    assert_eq!(delegation_record(&program, value.as_bytes()), want, "base64 account of {data:?}");
+    assert_eq!(
+        delegation_record(&program, value.as_bytes()),
+        want,
+        "base64 account of {data:?}"
+    );
     let b58 = bs58::encode(data).into_string();
     let value = format!(r#"{{"data":["{b58}","base58"],"owner":"{owner}","lamports":{lamports}}}"#);
     let want = if b58.len() > MAX_BASE58_DATA { None } else { want };
-    assert_eq!(delegation_record(&program, value.as_bytes()), want, "base58 account of {data:?}");
+    assert_eq!(
+        delegation_record(&program, value.as_bytes()),
+        want,
+        "base58 account of {data:?}"
+    );
     // Someone else's account never holds a record.
-    let value = format!(r#"{{"lamports":1,"owner":"{}","data":["{b64}","base64"]}}"#, Pubkey([8; 32]));
+    let value = format!(
+        r#"{{"lamports":1,"owner":"{}","data":["{b64}","base64"]}}"#,
+        Pubkey([8; 32])
+    );
     assert_eq!(delegation_record(&program, value.as_bytes()), None);
     // A notification carrying it.
     let frame = format!(
@@ -381,10 +413,15 @@ fn shaped_body(shape: u8, unit: &[u8], n: usize) -> Vec<u8> {
         }
         // A long run of escapes in the method and in params.
         2 => {
-            let esc: String = unit.iter().map(|c| ["\\n", "\\\"", "\\u0041", "\\\\", "\\/"][*c as usize % 5]).collect();
+            let esc: String = unit
+                .iter()
+                .map(|c| ["\\n", "\\\"", "\\u0041", "\\\\", "\\/"][*c as usize % 5])
+                .collect();
             let esc = if esc.is_empty() { "\\n".to_string() } else { esc };
             let run = esc.repeat(n.div_ceil(esc.len().max(1)).max(1));
-            b.push_str(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m{run}","params":["{run}"]}}"#));
+            b.push_str(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m{run}","params":["{run}"]}}"#
+            ));
         }
         // Nesting up to the depth limit, many times over.
         3 => {
@@ -456,7 +493,12 @@ pub fn envelope_cost(data: &[u8]) {
     let small = shaped_body(shape, unit, n);
     let big = shaped_body(shape, unit, 4 * n);
     let (ts, tb) = (parse_time(&mut parser, &small), parse_time(&mut parser, &big));
-    assert!(tb < Duration::from_secs(2), "{} bytes took {tb:?} (shape {})", big.len(), shape % 6);
+    assert!(
+        tb < Duration::from_secs(2),
+        "{} bytes took {tb:?} (shape {})",
+        big.len(),
+        shape % 6
+    );
     if tb > Duration::from_millis(2) {
         let ratio = tb.as_secs_f64() / ts.as_secs_f64().max(1e-9);
         assert!(

@@ -55,12 +55,17 @@ fn skip_escape(b: &[u8], i: usize) -> Option<usize> {
 
 fn hex4(b: &[u8], at: usize) -> Option<u16> {
     let digits = b.get(at..at.checked_add(4)?)?;
-    digits.iter().try_fold(0u16, |acc, &c| Some(acc << 4 | (c as char).to_digit(16)? as u16))
+    digits
+        .iter()
+        .try_fold(0u16, |acc, &c| Some(acc << 4 | (c as char).to_digit(16)? as u16))
 }
 
 /// Whether a scalar may end before `b[end]`: end of input, whitespace or a structural character.
 fn ends_token(b: &[u8], end: usize) -> bool {
-    matches!(b.get(end), None | Some(b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r'))
+    matches!(
+        b.get(end),
+        None | Some(b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r')
+    )
 }
 
 /// End of the number starting at `p` (JSON grammar), if it is one and finite as a double: `1e999999` and a
@@ -390,7 +395,11 @@ mod tests {
         assert_eq!(skip_string(br#""\ud83d\ude00""#, 0), Some(14));
         assert_eq!(skip_string(br#""\ud800""#, 0), None, "lone high surrogate");
         assert_eq!(skip_string(br#""\udc00""#, 0), None, "lone low surrogate");
-        assert_eq!(skip_string(br#""\ud800\u0041""#, 0), None, "high surrogate then a non-surrogate");
+        assert_eq!(
+            skip_string(br#""\ud800\u0041""#, 0),
+            None,
+            "high surrogate then a non-surrogate"
+        );
         assert_eq!(skip_string(br#""\x41""#, 0), None);
         assert_eq!(skip_string(br#""\u12""#, 0), None);
         assert_eq!(skip_string(br#""\u12g4""#, 0), None);
@@ -425,7 +434,11 @@ mod tests {
             assert_eq!(skip_value(bad, 0), None, "{:?}", String::from_utf8_lossy(bad));
         }
         let huge = format!("[{}]", "9".repeat(400));
-        assert_eq!(skip_value(huge.as_bytes(), 0), None, "a 400-digit integer overflows a double");
+        assert_eq!(
+            skip_value(huge.as_bytes(), 0),
+            None,
+            "a 400-digit integer overflows a double"
+        );
         let fine = format!("[{}]", "9".repeat(300));
         assert_eq!(skip_value(fine.as_bytes(), 0), Some(fine.len()));
         for good in [
@@ -437,7 +450,12 @@ mod tests {
             b"-0",
             b"18446744073709551615",
         ] {
-            assert_eq!(skip_value(good, 0), Some(good.len()), "{:?}", String::from_utf8_lossy(good));
+            assert_eq!(
+                skip_value(good, 0),
+                Some(good.len()),
+                "{:?}",
+                String::from_utf8_lossy(good)
+            );
         }
         // A scalar ends at a delimiter.
         assert_eq!(skip_value(b"12,", 0), Some(2));

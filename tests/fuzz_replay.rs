@@ -23,7 +23,10 @@ fn replay(target: &str, check: fn(&[u8])) {
             seen += 1;
         }
     }
-    assert!(seen > 0, "no committed inputs for {target} under fuzz/corpus or fuzz/crashes");
+    assert!(
+        seen > 0,
+        "no committed inputs for {target} under fuzz/corpus or fuzz/crashes"
+    );
 }
 
 #[test]

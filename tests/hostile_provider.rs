@@ -99,7 +99,11 @@ fn malformed_answers_exclude_the_provider_and_never_stop_prism() {
         for i in 0..6 {
             let r = read(&prism, &net, i);
             let result = expect_http_result(&r, &i.to_string());
-            assert_eq!(result, b"\"0x0\"", "{}: read {i} not served by the honest provider", c.name);
+            assert_eq!(
+                result, b"\"0x0\"",
+                "{}: read {i} not served by the honest provider",
+                c.name
+            );
         }
     }
     for (k, c) in cases.iter().enumerate() {
@@ -112,7 +116,11 @@ fn malformed_answers_exclude_the_provider_and_never_stop_prism() {
             state(&prism, &net, 0),
             hostiles[k].total()
         );
-        assert!(hostiles[k].count("eth_blockNumber") + hostiles[k].count("eth_getBalance") > 0, "{}: never asked", c.name);
+        assert!(
+            hostiles[k].count("eth_blockNumber") + hostiles[k].count("eth_getBalance") > 0,
+            "{}: never asked",
+            c.name
+        );
         assert_eq!(state(&prism, &net, 1), "closed", "{}: the honest provider", c.name);
         // Excluded: reads keep being served, by the honest provider alone.
         for i in 100..103 {
@@ -144,7 +152,8 @@ fn a_trailing_backslash_even_for_the_chain_id_is_a_failure_not_an_exit() {
         .provider(&honest)
         .start();
     assert!(
-        wait_until(WAIT, || evil.count("eth_chainId") > 0 && evil.count("eth_blockNumber") > 1),
+        wait_until(WAIT, || evil.count("eth_chainId") > 0
+            && evil.count("eth_blockNumber") > 1),
         "the hostile provider was not probed"
     );
     assert!(
@@ -186,8 +195,17 @@ fn floods_are_refused_unbuffered() {
             let r = read(&prism, &net, i);
             assert_eq!(r.status, 200, "{}: {}", c.name, r.describe());
             let v = r.json();
-            assert!(v["error"]["code"].is_i64(), "{}: a JSON-RPC error expected: {v}", c.name);
-            assert!(started.elapsed() < Duration::from_secs(3), "{}: took {:?}", c.name, started.elapsed());
+            assert!(
+                v["error"]["code"].is_i64(),
+                "{}: a JSON-RPC error expected: {v}",
+                c.name
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{}: took {:?}",
+                c.name,
+                started.elapsed()
+            );
         }
     }
     let r = read(&prism, "ok", 1);
@@ -196,7 +214,10 @@ fn floods_are_refused_unbuffered() {
     let rss_kb = std::fs::read_to_string(format!("/proc/{}/status", prism.pid()))
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap()))
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")
+                .map(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap())
+        })
         .unwrap();
     assert!(rss_kb < 256 * 1024, "prism holds {rss_kb} kB after the floods");
 }
@@ -243,7 +264,8 @@ fn a_hostile_subscription_socket_never_reaches_the_client() {
         .provider_url_with(&good.http_url(), &good.ws_option())
         .extra_toml("[policy.breaker]\nfailure_threshold = 2\nwindow_ms = 60000\ncooldown_ms = 60000\n")
         .start();
-    assert!(wait_until(WAIT, || state(&prism, "testnet", 0) == "closed" && state(&prism, "testnet", 1) == "closed"));
+    assert!(wait_until(WAIT, || state(&prism, "testnet", 0) == "closed"
+        && state(&prism, "testnet", 1) == "closed"));
 
     let stream = TcpStream::connect(prism.addr()).unwrap();
     stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
@@ -253,24 +275,27 @@ fn a_hostile_subscription_socket_never_reaches_the_client() {
     ))
     .unwrap();
     let mut received: Vec<serde_json::Value> = Vec::new();
-    let read_some = |ws: &mut tungstenite::WebSocket<TcpStream>, received: &mut Vec<serde_json::Value>| {
-        match ws.read() {
-            Ok(tungstenite::Message::Text(t)) => {
-                let v: serde_json::Value = serde_json::from_str(&t)
-                    .unwrap_or_else(|e| panic!("the client got malformed JSON ({e}): {t:?}"));
-                assert!(!t.contains(SECRET), "a hostile result reached the client: {t}");
-                received.push(v);
-            }
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => panic!("the client socket failed: {e}"),
+    let read_some = |ws: &mut tungstenite::WebSocket<TcpStream>, received: &mut Vec<serde_json::Value>| match ws.read()
+    {
+        Ok(tungstenite::Message::Text(t)) => {
+            let v: serde_json::Value =
+                serde_json::from_str(&t).unwrap_or_else(|e| panic!("the client got malformed JSON ({e}): {t:?}"));
+            assert!(!t.contains(SECRET), "a hostile result reached the client: {t}");
+            received.push(v);
         }
+        Ok(_) => {}
+        Err(tungstenite::Error::Io(e))
+            if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+        Err(e) => panic!("the client socket failed: {e}"),
     };
     // The barrage, several connections over.
     let deadline = Instant::now() + WAIT;
     while evil_ws.accepted() < 3 {
-        assert!(Instant::now() < deadline, "the hostile socket was dialled {} times", evil_ws.accepted());
+        assert!(
+            Instant::now() < deadline,
+            "the hostile socket was dialled {} times",
+            evil_ws.accepted()
+        );
         read_some(&mut ws, &mut received);
     }
     assert_alive(&mut prism);
@@ -280,12 +305,18 @@ fn a_hostile_subscription_socket_never_reaches_the_client() {
     );
     // The hostile provider's breaker opens: the subscription moves, heads come from the honest one.
     evil_http.set_mode(Mode::Status(500));
-    assert!(wait_until(WAIT, || good.active_subscriptions() == 1), "the subscription did not move");
+    assert!(
+        wait_until(WAIT, || good.active_subscriptions() == 1),
+        "the subscription did not move"
+    );
     let deadline = Instant::now() + WAIT;
     loop {
         good.advance_head(1);
         read_some(&mut ws, &mut received);
-        if received.iter().any(|v| v["method"] == "eth_subscription" && v["params"]["result"]["number"].is_string()) {
+        if received
+            .iter()
+            .any(|v| v["method"] == "eth_subscription" && v["params"]["result"]["number"].is_string())
+        {
             break;
         }
         assert!(Instant::now() < deadline, "no head reached the client: {received:?}");

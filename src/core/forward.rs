@@ -590,9 +590,9 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     status = resp.status, bytes = resp.body.len(), %why, "malformed upstream answer");
                 Verdict::Failed {
                     error: ProxyError::BadResponse { provider: name(), why },
-                sent: true,
-                retry_class: None,
-                node_answer: None,
+                    sent: true,
+                    retry_class: None,
+                    node_answer: None,
                     class: Class::ProviderFailure,
                 }
             }

@@ -295,9 +295,16 @@ async fn run_link(sol: Weak<SolanaRoute>) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordFrame<'a> {
     /// `{"method":"accountNotification","params":{"result":{"context":{"slot":N},"value":...},"subscription":ID}}`
-    Notification { subscription: u64, slot: u64, value: &'a [u8] },
+    Notification {
+        subscription: u64,
+        slot: u64,
+        value: &'a [u8],
+    },
     /// A reply to our `accountSubscribe` `id`: the subscription id, `None` when refused.
-    Reply { id: u64, subscription: Option<u64> },
+    Reply {
+        id: u64,
+        subscription: Option<u64>,
+    },
     Ignored,
 }
 

@@ -83,7 +83,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, TransportError> {
                 keep_alive,
             }))
         }
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => Err(TransportError::Malformed("response head too large")),
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            Err(TransportError::Malformed("response head too large"))
+        }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(_) => Err(TransportError::Malformed("not an HTTP/1.1 response")),
     }

@@ -155,7 +155,10 @@ mod tests {
             (br#"{"id":1,"result":1e999999}"#, InvalidResponse::Malformed),
             (br#"{"id":1,"result":"\ud800"}"#, InvalidResponse::Malformed),
             (b"{\"id\":1,\"result\":\"\xff\"}", InvalidResponse::NotUtf8),
-            (br#"{"id":1,"result":"0x1","result":"0x2"}"#, InvalidResponse::DuplicateMember),
+            (
+                br#"{"id":1,"result":"0x1","result":"0x2"}"#,
+                InvalidResponse::DuplicateMember,
+            ),
             (br#"{"id":1,"id":1,"result":"0x1"}"#, InvalidResponse::DuplicateMember),
             (br#"{"id":1,"result":"0x1"}{}"#, InvalidResponse::Malformed),
             (b"", InvalidResponse::NotAnObject),
@@ -164,7 +167,12 @@ mod tests {
             (b"{}}", InvalidResponse::NoResult),
         ];
         for (body, want) in cases {
-            assert_eq!(check_response(body, 1), Err(*want), "{:?}", String::from_utf8_lossy(body));
+            assert_eq!(
+                check_response(body, 1),
+                Err(*want),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
         let deep = format!(r#"{{"id":1,"result":{}}}"#, "[".repeat(100_000));
         assert_eq!(check_response(deep.as_bytes(), 1), Err(InvalidResponse::Malformed));

@@ -49,16 +49,43 @@ fn wire(b: impl Into<Vec<u8>>) -> Answer {
 pub fn cases() -> Vec<Case> {
     let deep = |open: &str, close: &str, n: usize| format!("{}{}", open.repeat(n), close.repeat(n));
     vec![
-        Case { name: "truncated", answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":"{SECRET}"#)) },
-        Case { name: "trailing_backslash", answer: body(r#"{"\"#) },
-        Case { name: "result_backslash", answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"\"#) },
-        Case { name: "huge_exponent", answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":1e999999}"#) },
-        Case { name: "huge_integer", answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}}}"#, "7".repeat(400))) },
+        Case {
+            name: "truncated",
+            answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":"{SECRET}"#)),
+        },
+        Case {
+            name: "trailing_backslash",
+            answer: body(r#"{"\"#),
+        },
+        Case {
+            name: "result_backslash",
+            answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"\"#),
+        },
+        Case {
+            name: "huge_exponent",
+            answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":1e999999}"#),
+        },
+        Case {
+            name: "huge_integer",
+            answer: body(format!(
+                r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}}}"#,
+                "7".repeat(400)
+            )),
+        },
         Case {
             name: "deep_nesting",
-            answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}}}"#, deep("[", "]", 30_000))),
+            answer: body(format!(
+                r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}}}"#,
+                deep("[", "]", 30_000)
+            )),
         },
-        Case { name: "unclosed_nesting", answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}"#, "[".repeat(30_000))) },
+        Case {
+            name: "unclosed_nesting",
+            answer: body(format!(
+                r#"{{"jsonrpc":"2.0","id":{{id}},"result":{}"#,
+                "[".repeat(30_000)
+            )),
+        },
         Case {
             // Within the scanner's depth, past what goes to simd-json: classified from raw text.
             name: "deep_error",
@@ -67,31 +94,70 @@ pub fn cases() -> Vec<Case> {
                 deep("[", "]", 4000)
             )),
         },
-        Case { name: "mismatched_brackets", answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":["{SECRET}"}}}}"#)) },
+        Case {
+            name: "mismatched_brackets",
+            answer: body(format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":["{SECRET}"}}}}"#)),
+        },
         Case {
             name: "invalid_utf8",
-            answer: body([&br#"{"jsonrpc":"2.0","id":{id},"result":"0x"#[..], b"\xff\xfe\xc3", br#""}"#].concat()),
+            answer: body(
+                [
+                    &br#"{"jsonrpc":"2.0","id":{id},"result":"0x"#[..],
+                    b"\xff\xfe\xc3",
+                    br#""}"#,
+                ]
+                .concat(),
+            ),
         },
-        Case { name: "lone_surrogate", answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"\ud800"}"#) },
-        Case { name: "duplicate_result", answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"0x1","result":"0x2"}"#) },
-        Case { name: "trailing_bytes", answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"0x1"}{"more":1}"#) },
-        Case { name: "empty_body", answer: body("") },
-        Case { name: "nul_body", answer: body(vec![0u8; 64]) },
-        Case { name: "wrong_id", answer: body(r#"{"jsonrpc":"2.0","id":"not-yours","result":"0x1"}"#) },
-        Case { name: "head_of_ff", answer: wire(b"\xff\xff\xff\xff\xff\xff\r\n\r\n".to_vec()) },
-        Case { name: "head_0xffffffffffff", answer: wire("0xffffffffffff\r\n\r\n") },
+        Case {
+            name: "lone_surrogate",
+            answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"\ud800"}"#),
+        },
+        Case {
+            name: "duplicate_result",
+            answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"0x1","result":"0x2"}"#),
+        },
+        Case {
+            name: "trailing_bytes",
+            answer: body(r#"{"jsonrpc":"2.0","id":{id},"result":"0x1"}{"more":1}"#),
+        },
+        Case {
+            name: "empty_body",
+            answer: body(""),
+        },
+        Case {
+            name: "nul_body",
+            answer: body(vec![0u8; 64]),
+        },
+        Case {
+            name: "wrong_id",
+            answer: body(r#"{"jsonrpc":"2.0","id":"not-yours","result":"0x1"}"#),
+        },
+        Case {
+            name: "head_of_ff",
+            answer: wire(b"\xff\xff\xff\xff\xff\xff\r\n\r\n".to_vec()),
+        },
+        Case {
+            name: "head_0xffffffffffff",
+            answer: wire("0xffffffffffff\r\n\r\n"),
+        },
         Case {
             name: "redirect_3xx",
             answer: wire("HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n"),
         },
-        Case { name: "informational_1xx_then_close", answer: wire("HTTP/1.1 100 Continue\r\n\r\n") },
+        Case {
+            name: "informational_1xx_then_close",
+            answer: wire("HTTP/1.1 100 Continue\r\n\r\n"),
+        },
         Case {
             name: "short_body_then_close",
             answer: wire("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\""),
         },
         Case {
             name: "chunk_size_too_long",
-            answer: wire("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffff\r\n{}\r\n0\r\n\r\n"),
+            answer: wire(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
+            ),
         },
         Case {
             name: "chunk_size_not_hex",
@@ -108,7 +174,10 @@ pub fn cases() -> Vec<Case> {
 pub fn floods() -> Vec<Case> {
     let big = format!(r#"{{"jsonrpc":"2.0","id":{{id}},"result":"{}"}}"#, "a".repeat(1 << 20));
     vec![
-        Case { name: "flood_content_length", answer: body(big.clone()) },
+        Case {
+            name: "flood_content_length",
+            answer: body(big.clone()),
+        },
         Case {
             name: "flood_until_close",
             answer: wire(format!("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{big}")),
@@ -249,9 +318,11 @@ fn serve(mut stream: TcpStream, inner: &Inner) {
         match answer {
             Answer::Body(b) => {
                 let b = fill(&b);
-                let mut out =
-                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len())
-                        .into_bytes();
+                let mut out = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    b.len()
+                )
+                .into_bytes();
                 out.extend_from_slice(&b);
                 if stream.write_all(&out).is_err() {
                     return;
@@ -365,7 +436,9 @@ impl Drop for HostileWs {
 
 fn serve_ws(stream: TcpStream) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Ok(mut ws) = tungstenite::accept(stream) else { return };
+    let Ok(mut ws) = tungstenite::accept(stream) else {
+        return;
+    };
     while let Ok(msg) = ws.read() {
         let text = match msg {
             tungstenite::Message::Text(t) => t,
