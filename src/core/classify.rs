@@ -460,15 +460,14 @@ impl ErrorText {
         } else {
             None
         };
-        let parsed = match value {
+        match value {
             Some(value) => ErrorText::from_value(&value),
             // Not JSON we can read (1e400, truncated, nested too deep): look at the raw text.
             None => ErrorText {
                 code: None,
                 text: lowercase_prefix(error, MAX_TEXT),
             },
-        };
-        parsed
+        }
     }
 
     fn from_value(value: &BorrowedValue<'_>) -> ErrorText {

@@ -371,9 +371,7 @@ pub fn ws_barrage(id: &str) -> Vec<Vec<u8>> {
         ws_frame(0x2, b"\xff\xfe{\"jsonrpc\":\"2.0\",\"id\":"),
         // The real confirmation, then notifications whose results are broken.
         text(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"0xbad"}}"#)),
-        text(format!(
-            r#"{{"jsonrpc":"2.0","method":"eth_subscription","params":{{"subscription":"0xbad","result":{{"number":"\"#
-        )),
+        text(r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xbad","result":{"number":"\"#.into()),
         text(format!(
             r#"{{"jsonrpc":"2.0","method":"eth_subscription","params":{{"subscription":"0xbad","result":{{"number":"0x{SECRET}","x":[}}}}}}}}"#
         )),
