@@ -5,8 +5,8 @@
 //! indexes only go through `get`, containers are walked with an explicit stack (no recursion), and a value
 //! is only "skipped" when it is well-formed JSON (RFC 8259 grammar: matched brackets, `,`/`:` where they
 //! belong, valid escapes with paired surrogates, numbers by the grammar and finite as a double, literals),
-//! nested at most [`MAX_DEPTH`] deep. Not checked here: UTF-8 and raw control characters inside strings
-//! (`transport::validate::check_response` checks UTF-8 for whole upstream bodies).
+//! nested at most [`MAX_DEPTH`] deep, no raw control character inside strings. Not checked here: UTF-8
+//! (`transport::validate::check_response` checks it for whole upstream bodies).
 
 /// Deepest nesting a scanned value may have. A `debug_traceTransaction` call tree at the EVM's call-depth
 /// limit (1024 frames, two levels each) fits; 100 000 `[` does not.
@@ -19,20 +19,38 @@ pub fn skip_ws(b: &[u8], mut p: usize) -> usize {
     p
 }
 
-/// End (exclusive) of the string starting at `p`; `None` unless it is closed and every escape is valid
-/// (a `\u` high surrogate must be followed by a `\u` low one, a low one never stands alone).
+/// End (exclusive) of the string starting at `p`; `None` unless it is closed, holds no raw control
+/// character (a raw newline or NUL inside a string is not JSON) and every escape is valid (a `\u` high
+/// surrogate must be followed by a `\u` low one, a low one never stands alone).
 pub fn skip_string(b: &[u8], p: usize) -> Option<usize> {
     if b.get(p) != Some(&b'"') {
         return None;
     }
     let mut i = p + 1;
     loop {
-        i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+        let run = b.get(i..)?;
+        let off = memchr::memchr2(b'"', b'\\', run)?;
+        if has_control(&run[..off]) {
+            return None;
+        }
+        i += off;
         if b[i] == b'"' {
             return Some(i + 1);
         }
         i = skip_escape(b, i)?;
     }
+}
+
+/// Whether any byte is below 0x20, eight bytes at a time (a byte-wise loop would double a string's cost).
+fn has_control(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut chunks = s.chunks_exact(8);
+    // A byte x < 0x20 sets its high bit in (x - 0x20) & !x (exact for thresholds up to 0x80).
+    let swar = chunks.by_ref().any(|c| {
+        let x = u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8]));
+        x.wrapping_sub(ONES * 0x20) & !x & (ONES * 0x80) != 0
+    });
+    swar || chunks.remainder().iter().any(|&c| c < 0x20)
 }
 
 /// `b[i]` is a backslash: the index after its escape sequence, if valid.
@@ -404,6 +422,15 @@ mod tests {
         assert_eq!(skip_string(br#""\u12""#, 0), None);
         assert_eq!(skip_string(br#""\u12g4""#, 0), None);
         assert_eq!(skip_string(br#""\/\b\f\n\r\t\\\"""#, 0), Some(18));
+        // Raw control characters are not JSON inside a string (found by fuzzing: a raw CR LF in a key).
+        for c in 0u8..0x20 {
+            for at in 1..20 {
+                let mut text = b"\"abcdefghijklmnopqrstuvwxyz\"".to_vec();
+                text[at] = c;
+                assert_eq!(skip_string(&text, 0), None, "byte {c:#x} at {at}");
+            }
+        }
+        assert_eq!(skip_string("\"\u{7f} é\u{1f600} !~\"".as_bytes(), 0), Some(13));
     }
 
     #[test]
