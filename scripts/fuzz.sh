@@ -16,7 +16,7 @@ SECS=${1:-60}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(envelope http_head solana_tx)
+    TARGETS=(envelope http_head solana_tx upstream_answer sub_frame solana_account envelope_cost)
 fi
 PER_INPUT_TIMEOUT=${FUZZ_INPUT_TIMEOUT:-10}
 export RUSTC_BOOTSTRAP=1

@@ -1,5 +1,16 @@
 //! Byte-level JSON scanning for values Prism only needs to locate, never to rebuild: response fields,
 //! the n-th param, a block tag. Works on the original bytes; nothing is copied.
+//!
+//! Every function here reads bytes an upstream chose, so none may panic, loop or recurse on any input:
+//! indexes only go through `get`, containers are walked with an explicit stack (no recursion), and a value
+//! is only "skipped" when it is well-formed JSON (RFC 8259 grammar: matched brackets, `,`/`:` where they
+//! belong, valid escapes with paired surrogates, numbers by the grammar and finite as a double, literals),
+//! nested at most [`MAX_DEPTH`] deep, no raw control character inside strings. Not checked here: UTF-8
+//! (`transport::validate::check_response` checks it for whole upstream bodies).
+
+/// Deepest nesting a scanned value may have. A `debug_traceTransaction` call tree at the EVM's call-depth
+/// limit (1024 frames, two levels each) fits; 100 000 `[` does not.
+pub const MAX_DEPTH: usize = 4096;
 
 pub fn skip_ws(b: &[u8], mut p: usize) -> usize {
     while p < b.len() && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
@@ -8,61 +19,254 @@ pub fn skip_ws(b: &[u8], mut p: usize) -> usize {
     p
 }
 
-/// End (exclusive) of the string starting at `p`.
+/// End (exclusive) of the string starting at `p`; `None` unless it is closed, holds no raw control
+/// character (a raw newline or NUL inside a string is not JSON) and every escape is valid (a `\u` high
+/// surrogate must be followed by a `\u` low one, a low one never stands alone).
 pub fn skip_string(b: &[u8], p: usize) -> Option<usize> {
     if b.get(p) != Some(&b'"') {
         return None;
     }
     let mut i = p + 1;
     loop {
-        let off = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        let run = b.get(i..)?;
+        let off = memchr::memchr2(b'"', b'\\', run)?;
+        if has_control(&run[..off]) {
+            return None;
+        }
         i += off;
-        if b[i] == b'\\' {
-            i += 2;
-        } else {
+        if b[i] == b'"' {
             return Some(i + 1);
+        }
+        i = skip_escape(b, i)?;
+    }
+}
+
+/// Whether any byte is below 0x20, eight bytes at a time (a byte-wise loop would double a string's cost).
+fn has_control(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut chunks = s.chunks_exact(8);
+    // A byte x < 0x20 sets its high bit in (x - 0x20) & !x (exact for thresholds up to 0x80).
+    let swar = chunks.by_ref().any(|c| {
+        let x = u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8]));
+        x.wrapping_sub(ONES * 0x20) & !x & (ONES * 0x80) != 0
+    });
+    swar || chunks.remainder().iter().any(|&c| c < 0x20)
+}
+
+/// `b[i]` is a backslash: the index after its escape sequence, if valid.
+fn skip_escape(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(i + 2),
+        b'u' => match hex4(b, i + 2)? {
+            0xD800..=0xDBFF => {
+                if b.get(i + 6) != Some(&b'\\') || b.get(i + 7) != Some(&b'u') {
+                    return None;
+                }
+                matches!(hex4(b, i + 8)?, 0xDC00..=0xDFFF).then_some(i + 12)
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some(i + 6),
+        },
+        _ => None,
+    }
+}
+
+fn hex4(b: &[u8], at: usize) -> Option<u16> {
+    let digits = b.get(at..at.checked_add(4)?)?;
+    digits
+        .iter()
+        .try_fold(0u16, |acc, &c| Some(acc << 4 | (c as char).to_digit(16)? as u16))
+}
+
+/// Whether a scalar may end before `b[end]`: end of input, whitespace or a structural character.
+fn ends_token(b: &[u8], end: usize) -> bool {
+    matches!(
+        b.get(end),
+        None | Some(b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r')
+    )
+}
+
+/// End of the number starting at `p` (JSON grammar), if it is one and finite as a double: `1e999999` and a
+/// 400-digit integer are not answers any client can read (JavaScript clients parse numbers as doubles).
+fn skip_number(b: &[u8], p: usize) -> Option<usize> {
+    let digits = |mut i: usize| {
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = p;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(i),
+        _ => return None,
+    }
+    let mut plain = true;
+    if b.get(i) == Some(&b'.') {
+        let end = digits(i + 1);
+        if end == i + 1 {
+            return None;
+        }
+        i = end;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        plain = false;
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let end = digits(i);
+        if end == i {
+            return None;
+        }
+        i = end;
+    }
+    // Up to 300 significant characters without an exponent stay below f64::MAX; anything else is parsed.
+    if !plain || i - p > 300 {
+        let text = std::str::from_utf8(&b[p..i]).ok()?;
+        if !text.parse::<f64>().ok()?.is_finite() {
+            return None;
+        }
+    }
+    Some(i)
+}
+
+/// End of the scalar (number or literal) starting at `p`, if it is one and ends where a token may end.
+fn skip_scalar(b: &[u8], p: usize) -> Option<usize> {
+    let rest = b.get(p..)?;
+    let end = if rest.starts_with(b"true") || rest.starts_with(b"null") {
+        p + 4
+    } else if rest.starts_with(b"false") {
+        p + 5
+    } else {
+        skip_number(b, p)?
+    };
+    ends_token(b, end).then_some(end)
+}
+
+/// Which containers are open, innermost last: one bit per level (1 = object), 64 levels inline.
+struct Open {
+    inline: u64,
+    spill: Vec<u64>,
+    depth: usize,
+}
+
+impl Open {
+    fn push(&mut self, object: bool) {
+        if self.depth > 0 && self.depth % 64 == 0 {
+            self.spill.push(self.inline);
+            self.inline = 0;
+        }
+        self.inline = self.inline << 1 | u64::from(object);
+        self.depth += 1;
+    }
+
+    /// The innermost container is an object.
+    fn top_is_object(&self) -> bool {
+        self.inline & 1 == 1
+    }
+
+    fn pop(&mut self) {
+        self.inline >>= 1;
+        self.depth -= 1;
+        if self.depth > 0 && self.depth % 64 == 0 {
+            self.inline = self.spill.pop().unwrap_or(0);
         }
     }
 }
 
-/// End (exclusive) of the JSON value starting at `p`. Containers are matched with string awareness;
-/// scalars run to the next delimiter.
+/// End (exclusive) of the JSON value starting at `p` (no leading whitespace), if it is well-formed and
+/// nested at most [`MAX_DEPTH`] deep. Iterative: nesting costs a bit per level, never stack.
 pub fn skip_value(b: &[u8], p: usize) -> Option<usize> {
-    match *b.get(p)? {
-        b'"' => skip_string(b, p),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = p;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
+    let mut open = Open {
+        inline: 0,
+        spill: Vec::new(),
+        depth: 0,
+    };
+    let mut i = p;
+    loop {
+        // A value starts at `i`.
+        match *b.get(i)? {
+            c @ (b'{' | b'[') => {
+                if open.depth >= MAX_DEPTH {
+                    return None;
                 }
-                i += 1;
+                let object = c == b'{';
+                open.push(object);
+                i = skip_ws(b, i + 1);
+                let close = if object { b'}' } else { b']' };
+                if b.get(i) == Some(&close) {
+                    open.pop();
+                    i += 1;
+                } else {
+                    if object {
+                        i = skip_key(b, i)?;
+                    }
+                    continue;
+                }
             }
-            None
+            b'"' => i = skip_string(b, i)?,
+            _ => i = skip_scalar(b, i)?,
         }
-        _ => {
-            let end = b[p..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .map_or(b.len(), |o| p + o);
-            let token = &b[p..end];
-            let ok = matches!(token, b"true" | b"false" | b"null")
-                || (!token.is_empty() && token.iter().all(|c| c.is_ascii_digit() || b"+-.eE".contains(c)));
-            ok.then_some(end)
+        // A value ended at `i`: close containers until one goes on with `,`.
+        loop {
+            if open.depth == 0 {
+                return Some(i);
+            }
+            i = skip_ws(b, i);
+            let object = open.top_is_object();
+            match (b.get(i)?, object) {
+                (b',', _) => {
+                    i = skip_ws(b, i + 1);
+                    if object {
+                        i = skip_key(b, i)?;
+                    }
+                    break;
+                }
+                (b'}', true) | (b']', false) => {
+                    open.pop();
+                    i += 1;
+                }
+                _ => return None,
+            }
         }
     }
+}
+
+/// A member's `"key" :` starting at `i`: the index of its value (whitespace skipped).
+fn skip_key(b: &[u8], i: usize) -> Option<usize> {
+    let i = skip_ws(b, skip_string(b, i)?);
+    (b.get(i) == Some(&b':')).then(|| skip_ws(b, i + 1))
+}
+
+/// Whether brackets in `b` (outside strings) nest at most `limit` deep. For bytes about to go to a
+/// recursive parser (simd-json builds values recursively): a deep value would exhaust the thread's stack.
+pub fn depth_at_most(b: &[u8], limit: usize) -> bool {
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // To the closing quote, escapes skipped; an unclosed string has no brackets after it.
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The `n`-th element of a JSON array (raw bytes), if `array` is an array with that many elements.
@@ -186,5 +390,132 @@ mod tests {
         assert_eq!(hex_quantity(br#""10""#), None);
         assert_eq!(hex_quantity(b"16"), None);
         assert_eq!(plain_str(br#""a\"b""#), None);
+    }
+
+    #[test]
+    fn a_trailing_backslash_is_unterminated_not_a_panic() {
+        // Regression: `{"\` from a provider used to slice past the end (`i += 2` after the backslash).
+        assert_eq!(skip_string(br#""\"#, 0), None);
+        assert_eq!(skip_string(b"\"\\\\\\", 0), None);
+        assert_eq!(skip_value(br#"{"\"#, 0), None);
+        assert_eq!(object_field(br#"{"\"#, "id"), None);
+        assert_eq!(nth_element(br#"["\"#, 0), None);
+        assert_eq!(elements(br#"["\"#), None);
+        assert_eq!(object_field(br#"{"jsonrpc":"2.0","id":1,"result":"\"#, "result"), None);
+        for cut in 0..br#""a\u00e9\"b""#.len() {
+            let _ = skip_string(&br#""a\u00e9\"b""#[..cut], 0);
+        }
+        assert_eq!(skip_string(br#""a\u00e9\"b""#, 0), Some(12));
+    }
+
+    #[test]
+    fn escapes_and_surrogates() {
+        assert_eq!(skip_string(br#""\ud83d\ude00""#, 0), Some(14));
+        assert_eq!(skip_string(br#""\ud800""#, 0), None, "lone high surrogate");
+        assert_eq!(skip_string(br#""\udc00""#, 0), None, "lone low surrogate");
+        assert_eq!(
+            skip_string(br#""\ud800\u0041""#, 0),
+            None,
+            "high surrogate then a non-surrogate"
+        );
+        assert_eq!(skip_string(br#""\x41""#, 0), None);
+        assert_eq!(skip_string(br#""\u12""#, 0), None);
+        assert_eq!(skip_string(br#""\u12g4""#, 0), None);
+        assert_eq!(skip_string(br#""\/\b\f\n\r\t\\\"""#, 0), Some(18));
+        // Raw control characters are not JSON inside a string (found by fuzzing: a raw CR LF in a key).
+        for c in 0u8..0x20 {
+            for at in 1..20 {
+                let mut text = b"\"abcdefghijklmnopqrstuvwxyz\"".to_vec();
+                text[at] = c;
+                assert_eq!(skip_string(&text, 0), None, "byte {c:#x} at {at}");
+            }
+        }
+        assert_eq!(skip_string("\"\u{7f} é\u{1f600} !~\"".as_bytes(), 0), Some(13));
+    }
+
+    #[test]
+    fn containers_must_be_well_formed() {
+        for bad in [
+            &b"[}"[..],
+            b"{]",
+            b"[1,]",
+            b"[,1]",
+            b"{\"a\":1,}",
+            b"{\"a\" 1}",
+            b"{1:2}",
+            b"{\"a\"}",
+            b"[1 2]",
+            b"[nul]",
+            b"[truee]",
+            b"[01]",
+            b"[1.]",
+            b"[.5]",
+            b"[1e]",
+            b"[+1]",
+            b"[--1]",
+            b"[1e999999]",
+            b"[[]",
+            b"]",
+            b"}",
+        ] {
+            assert_eq!(skip_value(bad, 0), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let huge = format!("[{}]", "9".repeat(400));
+        assert_eq!(
+            skip_value(huge.as_bytes(), 0),
+            None,
+            "a 400-digit integer overflows a double"
+        );
+        let fine = format!("[{}]", "9".repeat(300));
+        assert_eq!(skip_value(fine.as_bytes(), 0), Some(fine.len()));
+        for good in [
+            &b"[]"[..],
+            b"{}",
+            b"[ 1 , -0.5e-3 , true , false , null , \"x\" , { } , [ ] ]",
+            b"{\"a\":{\"b\":[1,{\"c\":\"}]\"}]}}",
+            b"1e308",
+            b"-0",
+            b"18446744073709551615",
+        ] {
+            assert_eq!(
+                skip_value(good, 0),
+                Some(good.len()),
+                "{:?}",
+                String::from_utf8_lossy(good)
+            );
+        }
+        // A scalar ends at a delimiter.
+        assert_eq!(skip_value(b"12,", 0), Some(2));
+        assert_eq!(skip_value(b"12x", 0), None);
+        // Stray closers inside an object never underflow anything.
+        assert_eq!(object_field(b"{\"a\":}}}}", "a"), None);
+        assert_eq!(object_field(b"{\"a\":1}}}", "a"), Some(&b"1"[..]));
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_costs_no_stack() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let ok = deep(MAX_DEPTH);
+        assert_eq!(skip_value(ok.as_bytes(), 0), Some(ok.len()));
+        assert_eq!(skip_value(deep(MAX_DEPTH + 1).as_bytes(), 0), None);
+        assert_eq!(skip_value("[".repeat(100_000).as_bytes(), 0), None);
+        assert_eq!(skip_value(deep(100_000).as_bytes(), 0), None);
+        // Mixed kinds across the 64-level boundaries of the bit stack.
+        let mut mixed = String::new();
+        for i in 0..200 {
+            mixed.push_str(if i % 3 == 0 { "{\"k\":" } else { "[" });
+        }
+        mixed.push('0');
+        for i in (0..200).rev() {
+            mixed.push(if i % 3 == 0 { '}' } else { ']' });
+        }
+        assert_eq!(skip_value(mixed.as_bytes(), 0), Some(mixed.len()));
+        let swapped = mixed.replacen("]}", "}]", 1);
+        assert_eq!(skip_value(swapped.as_bytes(), 0), None);
+        assert!(depth_at_most(mixed.as_bytes(), 200));
+        assert!(!depth_at_most(mixed.as_bytes(), 199));
+        assert!(depth_at_most(br#"["[[[[\"[["]"#, 1));
+        assert!(depth_at_most(br#""\"#, 0));
+        assert!(!depth_at_most("[".repeat(100_000).as_bytes(), 512));
     }
 }

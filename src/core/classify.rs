@@ -27,6 +27,7 @@
 //! The corpus in `tests/fixtures/errors/corpus.jsonl` holds real provider bodies with the class each must
 //! get; `classify/tests.rs` checks every row.
 
+use crate::jsonscan::depth_at_most;
 use crate::transport::TransportError;
 use simd_json::prelude::*;
 use simd_json::BorrowedValue;
@@ -176,7 +177,12 @@ pub fn classify_rpc_error_with_status(status: u16, error: &[u8], is_write: bool)
 pub fn classify_response(status: u16, body: &[u8], is_write: bool) -> Class {
     let ok = (200..300).contains(&status);
     let mut copy = body.to_vec();
-    if let Ok(value) = simd_json::to_borrowed_value(&mut copy) {
+    let parsed = if depth_at_most(body, MAX_PARSE_DEPTH) {
+        simd_json::to_borrowed_value(&mut copy).ok()
+    } else {
+        None
+    };
+    if let Some(value) = parsed {
         if let Some(obj) = value.as_object() {
             match obj.get("error") {
                 Some(err) if !err.is_null() => {
@@ -488,6 +494,10 @@ pub static RPC_RULES: &[Rule] = &[
 /// How much of an error's text (or an HTTP body) is looked at.
 const MAX_TEXT: usize = 16 * 1024;
 
+/// Deepest upstream JSON handed to simd-json, which builds values (and drops them) recursively: a body
+/// nested 100 000 deep would overflow the shard's stack. Deeper ones are read as raw text.
+const MAX_PARSE_DEPTH: usize = 512;
+
 /// The parts of an error the rules look at.
 #[derive(Debug, Default)]
 struct ErrorText {
@@ -499,15 +509,19 @@ struct ErrorText {
 impl ErrorText {
     fn from_bytes(error: &[u8]) -> ErrorText {
         let mut copy = error.to_vec();
-        let parsed = match simd_json::to_borrowed_value(&mut copy) {
-            Ok(value) => ErrorText::from_value(&value),
-            // Not JSON we can read (1e400, truncated): look at the raw text.
-            Err(_) => ErrorText {
+        let value = if depth_at_most(error, MAX_PARSE_DEPTH) {
+            simd_json::to_borrowed_value(&mut copy).ok()
+        } else {
+            None
+        };
+        match value {
+            Some(value) => ErrorText::from_value(&value),
+            // Not JSON we can read (1e400, truncated, nested too deep): look at the raw text.
+            None => ErrorText {
                 code: None,
                 text: lowercase_prefix(error, MAX_TEXT),
             },
-        };
-        parsed
+        }
     }
 
     fn from_value(value: &BorrowedValue<'_>) -> ErrorText {

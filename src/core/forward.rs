@@ -587,6 +587,10 @@ impl<'r, 'c> Attempts<'r, 'c> {
         let resp = match result {
             Ok(r) => r,
             Err(error) => {
+                if let TransportError::Malformed(why) = &error {
+                    tracing::warn!(network = %self.route.name, provider = %self.route.upstreams[i].name,
+                        why, "malformed upstream response");
+                }
                 let sent = error.maybe_sent();
                 let retry_class = Some(match error {
                     TransportError::Timeout { .. } => RetryOn::Timeout,
@@ -683,13 +687,18 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 }
             }
             Ok(_) => unreachable!("handled above"),
-            Err(why) => Verdict::Failed {
-                error: ProxyError::BadResponse { provider: name(), why },
-                sent: true,
-                retry_class: None,
-                node_answer: None,
-                class: Class::ProviderFailure,
-            },
+            Err(why) => {
+                // The reason and size only: never the body (it may carry another caller's data).
+                tracing::warn!(network = %self.route.name, provider = %self.route.upstreams[i].name,
+                    status = resp.status, bytes = resp.body.len(), %why, "malformed upstream answer");
+                Verdict::Failed {
+                    error: ProxyError::BadResponse { provider: name(), why },
+                    sent: true,
+                    retry_class: None,
+                    node_answer: None,
+                    class: Class::ProviderFailure,
+                }
+            }
         }
         .check_head(self, i)
     }

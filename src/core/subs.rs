@@ -400,37 +400,63 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
     }
 }
 
-fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
+/// What the hub reads in one message from an upstream subscription socket. Pure (no state), so fuzzing
+/// reaches every byte an upstream can send here; never panics.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFrame<'a> {
+    /// `{"method":"eth_subscription","params":{"subscription":ID,"result":...}}`: the raw `result`.
+    Notification { subscription: &'a str, result: &'a [u8] },
+    /// A reply to our `eth_subscribe` `id`: the upstream subscription id, `None` when it refused.
+    Reply { id: u64, subscription: Option<&'a str> },
+    /// Anything else (a notification without subscription or result, a reply without a numeric id).
+    Ignored,
+}
+
+#[doc(hidden)]
+pub fn parse_upstream_frame(text: &[u8]) -> UpstreamFrame<'_> {
     if let Some(params) = object_field(text, "params") {
-        // {"method":"eth_subscription","params":{"subscription":ID,"result":...}}
-        let (Some(sub), Some(result)) = (
+        return match (
             object_field(params, "subscription").and_then(plain_str),
             object_field(params, "result"),
-        ) else {
-            return;
+        ) {
+            (Some(subscription), Some(result)) => UpstreamFrame::Notification { subscription, result },
+            _ => UpstreamFrame::Ignored,
         };
-        let key = link.by_upstream.borrow().get(sub).cloned();
-        if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
-            if topic.kind == TopicKind::NewHeads {
-                if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
-                    // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
-                    if !route.live.observe_head(link.provider, n).accepted() {
-                        return;
+    }
+    match object_field(text, "id").and_then(crate::jsonscan::plain_u64) {
+        Some(id) => UpstreamFrame::Reply {
+            id,
+            subscription: object_field(text, "result").and_then(plain_str),
+        },
+        None => UpstreamFrame::Ignored,
+    }
+}
+
+fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
+    let (id, upstream) = match parse_upstream_frame(text) {
+        UpstreamFrame::Notification { subscription, result } => {
+            let key = link.by_upstream.borrow().get(subscription).cloned();
+            if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
+                if topic.kind == TopicKind::NewHeads {
+                    if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
+                        // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
+                        if !route.live.observe_head(link.provider, n).accepted() {
+                            return;
+                        }
                     }
                 }
+                topic.hand_over(route, Inbound::Item(result.to_vec()));
             }
-            topic.hand_over(route, Inbound::Item(result.to_vec()));
+            return;
         }
-        return;
-    }
-    // A reply to eth_subscribe: {"id":N,"result":"0x..."}.
-    let Some(id) = object_field(text, "id").and_then(|i| std::str::from_utf8(i).ok()?.parse::<u64>().ok()) else {
-        return;
+        UpstreamFrame::Reply { id, subscription } => (id, subscription),
+        UpstreamFrame::Ignored => return,
     };
     let Some(key) = link.pending.borrow_mut().remove(&id) else {
         return;
     };
-    let Some(upstream) = object_field(text, "result").and_then(plain_str) else {
+    let Some(upstream) = upstream else {
         tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription; trying another provider");
         let topic = route.subs.topics.borrow().get(&key).cloned();
         if let Some(topic) = topic.filter(|t| t.provider.get() == Some(link.provider)) {

@@ -298,39 +298,77 @@ async fn run_link(sol: Weak<SolanaRoute>) {
     }
 }
 
-fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
+/// What the record link reads in one message from the base layer's socket. Pure, so fuzzing reaches
+/// every byte an upstream can send here; never panics.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordFrame<'a> {
+    /// `{"method":"accountNotification","params":{"result":{"context":{"slot":N},"value":...},"subscription":ID}}`
+    Notification {
+        subscription: u64,
+        slot: u64,
+        value: &'a [u8],
+    },
+    /// A reply to our `accountSubscribe` `id`: the subscription id, `None` when refused.
+    Reply {
+        id: u64,
+        subscription: Option<u64>,
+    },
+    Ignored,
+}
+
+#[doc(hidden)]
+pub fn parse_record_frame(text: &[u8]) -> RecordFrame<'_> {
     if let Some(params) = object_field(text, "params") {
-        // {"method":"accountNotification","params":{"result":{"context":{"slot":N},"value":...},"subscription":ID}}
-        let Some(sub) = object_field(params, "subscription").and_then(plain_u64) else {
-            return;
-        };
-        let Some(result) = object_field(params, "result") else {
-            return;
-        };
-        let slot = object_field(result, "context")
+        let sub = object_field(params, "subscription").and_then(plain_u64);
+        let result = object_field(params, "result");
+        let slot = result
+            .and_then(|r| object_field(r, "context"))
             .and_then(|c| object_field(c, "slot"))
             .and_then(plain_u64);
-        let (Some(slot), Some(value)) = (slot, object_field(result, "value")) else {
-            return;
+        return match (sub, slot, result.and_then(|r| object_field(r, "value"))) {
+            (Some(subscription), Some(slot), Some(value)) => RecordFrame::Notification {
+                subscription,
+                slot,
+                value,
+            },
+            _ => RecordFrame::Ignored,
         };
-        let account = s.link.by_sub.borrow().get(&sub).copied();
-        if let Some(entry) = account.and_then(|a| s.table.get(&a)) {
-            let moved = entry.apply(&s.net, slot, value, false);
-            s.route
-                .recorder
-                .metrics()
-                .solana(SolanaMetric::DelegatedAccounts, moved);
-        }
-        return;
     }
-    let Some(id) = object_field(text, "id").and_then(plain_u64) else {
-        return;
+    match object_field(text, "id").and_then(plain_u64) {
+        Some(id) => RecordFrame::Reply {
+            id,
+            subscription: object_field(text, "result").and_then(plain_u64),
+        },
+        None => RecordFrame::Ignored,
+    }
+}
+
+fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
+    let (id, subscription) = match parse_record_frame(text) {
+        RecordFrame::Notification {
+            subscription,
+            slot,
+            value,
+        } => {
+            let account = s.link.by_sub.borrow().get(&subscription).copied();
+            if let Some(entry) = account.and_then(|a| s.table.get(&a)) {
+                let moved = entry.apply(&s.net, slot, value, false);
+                s.route
+                    .recorder
+                    .metrics()
+                    .solana(SolanaMetric::DelegatedAccounts, moved);
+            }
+            return;
+        }
+        RecordFrame::Reply { id, subscription } => (id, subscription),
+        RecordFrame::Ignored => return,
     };
     let Some(account) = s.link.pending.borrow_mut().remove(&id) else {
         return;
     };
     let Some(entry) = s.table.get(&account) else { return };
-    match object_field(text, "result").and_then(plain_u64) {
+    match subscription {
         Some(sub) => {
             s.link.by_sub.borrow_mut().insert(sub, account);
             entry.sub.set(Some(sub));

@@ -66,17 +66,7 @@ impl Entry {
 
 /// What a record account's JSON says: absent, closed (no lamports), foreign or not a record → undelegated.
 pub fn record_status(net: &SolanaNet, value: &[u8]) -> Status {
-    let Some(lamports) = object_field(value, "lamports").and_then(plain_u64) else {
-        return Status::Undelegated;
-    };
-    let owner = object_field(value, "owner").and_then(plain_str);
-    if lamports == 0 || owner != Some(net.program.to_base58().as_str()) {
-        return Status::Undelegated;
-    }
-    let Some(data) = object_field(value, "data").and_then(account_data) else {
-        return Status::Undelegated;
-    };
-    match DelegationRecord::parse(&data) {
+    match delegation_record(&net.program, value) {
         Some(record) => Status::Delegated {
             er: net.er_for(&record.authority),
             record,
@@ -85,11 +75,27 @@ pub fn record_status(net: &SolanaNet, value: &[u8]) -> Status {
     }
 }
 
+/// The delegation record in a record account's JSON (`getAccountInfo`'s `value`, or an account
+/// notification's), if it is a live account owned by `program` holding one. Pure; never panics.
+pub fn delegation_record(program: &Pubkey, value: &[u8]) -> Option<DelegationRecord> {
+    let lamports = object_field(value, "lamports").and_then(plain_u64)?;
+    let owner = object_field(value, "owner").and_then(plain_str);
+    if lamports == 0 || owner != Some(program.to_base58().as_str()) {
+        return None;
+    }
+    DelegationRecord::parse(&object_field(value, "data").and_then(account_data)?)
+}
+
+/// Longest base58 account data decoded (base58 decoding is quadratic in length): a full address lookup
+/// table (56 + 256 × 32 bytes) is about 11 300 characters. Anything longer is refused unread.
+pub const MAX_BASE58_DATA: usize = 12_000;
+
 /// An account's `data` as `["<base64>", "base64"]` (or base58), decoded.
 pub fn account_data(raw: &[u8]) -> Option<Vec<u8>> {
     let text = nth_element(raw, 0).and_then(plain_str)?;
     match nth_element(raw, 1).and_then(plain_str) {
-        Some("base58") => bs58::decode(text).into_vec().ok(),
+        Some("base58") if text.len() > MAX_BASE58_DATA => None,
+        Some("base58") => super::base58::decode(text.as_bytes()),
         _ => base64::engine::general_purpose::STANDARD.decode(text).ok(),
     }
 }

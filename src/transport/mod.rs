@@ -13,7 +13,7 @@ pub mod ws;
 pub use conn::Stream;
 pub use pool::{PoolSettings, UpstreamPool};
 pub use request::write_post;
-pub use response::UpstreamResponse;
+pub use response::{parse_head, Framing, ResponseHead, UpstreamResponse, MAX_HEAD};
 
 use std::fmt;
 

@@ -15,68 +15,97 @@ pub struct UpstreamResponse {
 }
 
 /// Largest response head we accept from an upstream.
-const MAX_HEAD: usize = 64 * 1024;
+pub const MAX_HEAD: usize = 64 * 1024;
 
-enum Framing {
+/// How the body after a response head is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
     Length(usize),
     Chunked,
     UntilClose,
 }
 
+/// What a response head says, once complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Bytes of the head, blank line included.
+    pub len: usize,
+    pub framing: Framing,
+    pub keep_alive: bool,
+}
+
+/// Parses the response head at the start of `buf`: `Ok(None)` while incomplete (and under [`MAX_HEAD`]).
+/// Pure, so fuzzing reaches it; never panics, whatever the bytes.
+pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, TransportError> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => {
+            let status = resp.code.unwrap_or(0);
+            let http10 = resp.version == Some(0);
+            let mut length = None;
+            let mut chunked = false;
+            let mut keep_alive = !http10;
+            for h in resp.headers.iter() {
+                if h.name.eq_ignore_ascii_case("content-length") {
+                    let v = parse_content_length(h.value).ok_or(TransportError::Malformed("bad content-length"))?;
+                    if length.is_some_and(|l| l != v) {
+                        return Err(TransportError::Malformed("conflicting content-length"));
+                    }
+                    length = Some(v);
+                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = has_token(h.value, "chunked");
+                    if !chunked {
+                        return Err(TransportError::Malformed("unsupported transfer-encoding"));
+                    }
+                } else if h.name.eq_ignore_ascii_case("connection") {
+                    if has_token(h.value, "close") {
+                        keep_alive = false;
+                    } else if has_token(h.value, "keep-alive") {
+                        keep_alive = true;
+                    }
+                }
+            }
+            let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
+                Framing::Length(0)
+            } else if chunked {
+                Framing::Chunked
+            } else if let Some(l) = length {
+                Framing::Length(l)
+            } else {
+                Framing::UntilClose
+            };
+            Ok(Some(ResponseHead {
+                status,
+                len: n,
+                framing,
+                keep_alive,
+            }))
+        }
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            Err(TransportError::Malformed("response head too large"))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(_) => Err(TransportError::Malformed("not an HTTP/1.1 response")),
+    }
+}
+
 /// Reads one response. `Reset { sent: true }` if the peer closed before a complete response.
 pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamResponse, TransportError> {
     loop {
-        let (status, head_len, framing, keep_alive) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; 64];
-            let mut resp = httparse::Response::new(&mut headers);
-            match resp.parse(conn.buf.filled()) {
-                Ok(httparse::Status::Complete(n)) => {
-                    let status = resp.code.unwrap_or(0);
-                    let http10 = resp.version == Some(0);
-                    let mut length = None;
-                    let mut chunked = false;
-                    let mut keep_alive = !http10;
-                    for h in resp.headers.iter() {
-                        if h.name.eq_ignore_ascii_case("content-length") {
-                            let v =
-                                parse_content_length(h.value).ok_or(TransportError::Malformed("bad content-length"))?;
-                            if length.is_some_and(|l| l != v) {
-                                return Err(TransportError::Malformed("conflicting content-length"));
-                            }
-                            length = Some(v);
-                        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                            chunked = has_token(h.value, "chunked");
-                            if !chunked {
-                                return Err(TransportError::Malformed("unsupported transfer-encoding"));
-                            }
-                        } else if h.name.eq_ignore_ascii_case("connection") {
-                            if has_token(h.value, "close") {
-                                keep_alive = false;
-                            } else if has_token(h.value, "keep-alive") {
-                                keep_alive = true;
-                            }
-                        }
-                    }
-                    let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
-                        Framing::Length(0)
-                    } else if chunked {
-                        Framing::Chunked
-                    } else if let Some(l) = length {
-                        Framing::Length(l)
-                    } else {
-                        Framing::UntilClose
-                    };
-                    break (status, n, framing, keep_alive);
-                }
-                Ok(httparse::Status::Partial) => {
-                    if conn.buf.len() > MAX_HEAD {
-                        return Err(TransportError::Malformed("response head too large"));
-                    }
-                }
-                Err(_) => return Err(TransportError::Malformed("not an HTTP/1.1 response")),
+        let head = loop {
+            if let Some(head) = parse_head(conn.buf.filled())? {
+                break head;
             }
             fill(conn).await?;
         };
+        let ResponseHead {
+            status,
+            len: head_len,
+            framing,
+            keep_alive,
+        } = head;
         conn.buf.consume(head_len);
         if (100..200).contains(&status) {
             continue; // 100 Continue and friends precede the real response
@@ -88,7 +117,9 @@ pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamR
                 if len > max_body {
                     return Err(TransportError::TooLarge);
                 }
-                body.reserve_exact(len);
+                // Reserve what a few reads bring, not what the head promises: a hostile Content-Length of
+                // max_body on every pooled request must not allocate that much up front.
+                body.reserve_exact(len.min(1 << 20));
                 while body.len() < len {
                     if conn.buf.is_empty() {
                         fill(conn).await?;

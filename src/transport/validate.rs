@@ -23,15 +23,25 @@ pub enum InvalidResponse {
     WrongId,
     #[error("response has neither result nor error")]
     NoResult,
+    #[error("response is not valid UTF-8")]
+    NotUtf8,
+    #[error("response repeats a member (id, result or error)")]
+    DuplicateMember,
 }
 
-/// Checks `body` is a JSON-RPC response whose id is the number `expected_id`.
+/// Checks `body` is a JSON-RPC response whose id is the number `expected_id`: one well-formed JSON object
+/// (see `jsonscan`), valid UTF-8, nothing after it, `id`, `result` and `error` each at most once (with two
+/// results, which one is the answer?). Never panics, whatever the bytes.
 pub fn check_response(body: &[u8], expected_id: u64) -> Result<RpcAnswer, InvalidResponse> {
     let mut p = skip_ws(body, 0);
     if body.get(p) != Some(&b'{') {
         return Err(InvalidResponse::NotAnObject);
     }
+    if std::str::from_utf8(body).is_err() {
+        return Err(InvalidResponse::NotUtf8);
+    }
     p += 1;
+    let (mut seen_id, mut seen_result, mut seen_error) = (false, false, false);
     let mut id_ok = false;
     let mut answer: Option<RpcAnswer> = None;
     p = skip_ws(body, p);
@@ -48,6 +58,17 @@ pub fn check_response(body: &[u8], expected_id: u64) -> Result<RpcAnswer, Invali
         }
         let v_start = skip_ws(body, p + 1);
         let v_end = skip_value(body, v_start).ok_or(InvalidResponse::Malformed)?;
+        let seen = match key {
+            b"id" => Some(&mut seen_id),
+            b"result" => Some(&mut seen_result),
+            b"error" => Some(&mut seen_error),
+            _ => None,
+        };
+        if let Some(seen) = seen {
+            if std::mem::replace(seen, true) {
+                return Err(InvalidResponse::DuplicateMember);
+            }
+        }
         match key {
             b"id" => id_ok = id_matches(&body[v_start..v_end], expected_id),
             b"result" | b"error" => {
@@ -123,5 +144,45 @@ mod tests {
             check_response(br#"[{"id":1,"result":1}]"#, 1),
             Err(InvalidResponse::NotAnObject)
         );
+    }
+
+    #[test]
+    fn hostile_bodies_are_invalid_never_a_panic() {
+        let cases: &[(&[u8], InvalidResponse)] = &[
+            (br#"{"\"#, InvalidResponse::Malformed),
+            (br#"{"jsonrpc":"2.0","id":1,"result":"\"#, InvalidResponse::Malformed),
+            (br#"{"id":1,"result":[}}"#, InvalidResponse::Malformed),
+            (br#"{"id":1,"result":1e999999}"#, InvalidResponse::Malformed),
+            (br#"{"id":1,"result":"\ud800"}"#, InvalidResponse::Malformed),
+            (b"{\"id\":1,\"result\":\"\xff\"}", InvalidResponse::NotUtf8),
+            (
+                br#"{"id":1,"result":"0x1","result":"0x2"}"#,
+                InvalidResponse::DuplicateMember,
+            ),
+            (br#"{"id":1,"id":1,"result":"0x1"}"#, InvalidResponse::DuplicateMember),
+            (br#"{"id":1,"result":"0x1"}{}"#, InvalidResponse::Malformed),
+            (b"", InvalidResponse::NotAnObject),
+            (b"\0\0\0\0", InvalidResponse::NotAnObject),
+            (b"{", InvalidResponse::Malformed),
+            (b"{}}", InvalidResponse::NoResult),
+        ];
+        for (body, want) in cases {
+            assert_eq!(
+                check_response(body, 1),
+                Err(*want),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let deep = format!(r#"{{"id":1,"result":{}}}"#, "[".repeat(100_000));
+        assert_eq!(check_response(deep.as_bytes(), 1), Err(InvalidResponse::Malformed));
+        let big = format!(r#"{{"id":1,"result":{}}}"#, "1".repeat(400));
+        assert_eq!(check_response(big.as_bytes(), 1), Err(InvalidResponse::Malformed));
+        // Every prefix of a good answer is refused, none panics.
+        let good = br#"{"jsonrpc":"2.0","id":1,"result":{"a":["\u00e9\"",1.5e3,null]}}"#;
+        assert!(check_response(good, 1).is_ok());
+        for cut in 0..good.len() {
+            assert!(check_response(&good[..cut], 1).is_err(), "prefix {cut}");
+        }
     }
 }

@@ -49,7 +49,12 @@ async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<V
         .pool
         .post(&body, Instant::now() + PROBE_TIMEOUT, true)
         .await
-        .map_err(|e| classify_transport(&e))?;
+        .map_err(|e| {
+            if let crate::transport::TransportError::Malformed(why) = &e {
+                tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, method, why, "malformed response to a probe");
+            }
+            classify_transport(&e)
+        })?;
     match check_response(&resp.body, id) {
         // Prism's own call, without params: an error no rule knows is the provider's.
         Ok(answer) if answer.is_error => Err(
@@ -60,7 +65,13 @@ async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<V
         ),
         Ok(answer) if (200..300).contains(&resp.status) => Ok(resp.body[answer.value].to_vec()),
         _ if !(200..300).contains(&resp.status) => Err(classify_http(resp.status, &resp.body)),
-        _ => Err(Class::ProviderFailure),
+        Err(why) => {
+            // The reason and size only, never the body.
+            tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, method, bytes = resp.body.len(),
+                %why, "malformed answer to a probe");
+            Err(Class::ProviderFailure)
+        }
+        Ok(_) => Err(Class::ProviderFailure),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared test support, included by each integration test file with `mod support;`.
 //!
 //! - [`fake`]: `FakeProvider`, a misbehaving JSON-RPC upstream on loopback.
+//! - [`hostile`]: `HostileProvider` / `HostileWs`, upstreams that answer with malformed bytes (issue 13).
 //! - [`prism`]: the `Prism` harness that runs the real binary, and `run_cli` for `prism check`.
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
@@ -14,6 +15,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod fake;
+pub mod hostile;
 pub mod http;
 pub mod json;
 pub mod prism;
