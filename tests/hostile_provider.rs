@@ -227,7 +227,6 @@ fn floods_are_refused_unbuffered() {
 /// floods every answer, even `eth_blockNumber`, is never excluded and the honest provider never gets the
 /// reads it would have served.
 #[test]
-#[ignore = "known gap: a flooding provider is never excluded (TooLarge is not a provider failure)"]
 fn a_provider_flooding_every_answer_is_excluded() {
     let honest = FakeProvider::start();
     let flood = hostile::floods().remove(0);

@@ -596,7 +596,12 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     TransportError::Timeout { .. } => RetryOn::Timeout,
                     _ => RetryOn::ConnectionReset,
                 });
-                let class = classify_transport(&error);
+                let class = match classify_transport(&error) {
+                    // Light answers (heads, balances, blocks, receipts) are far below the response limit on
+                    // any honest node: over it is a flood from this provider, not a request asking too much.
+                    Class::TooLarge if self.info.family == super::methods::Family::Light => Class::ProviderFailure,
+                    c => c,
+                };
                 return Verdict::Failed {
                     error: ProxyError::Transport {
                         provider: name(),

@@ -53,7 +53,11 @@ async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<V
             if let crate::transport::TransportError::Malformed(why) = &e {
                 tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, method, why, "malformed response to a probe");
             }
-            classify_transport(&e)
+            match classify_transport(&e) {
+                // A probe's answer is a few bytes: one over the response limit is a flood, the provider's.
+                Class::TooLarge => Class::ProviderFailure,
+                c => c,
+            }
         })?;
     match check_response(&resp.body, id) {
         // Prism's own call, without params: an error no rule knows is the provider's.
