@@ -99,7 +99,10 @@ fn parse(c: &mut Criterion) {
     let started = std::time::Instant::now();
     assert!(matches!(parser.parse(&keys_80k), Ok(Envelope::Single(Ok(_)))));
     let once = started.elapsed();
-    eprintln!("envelope_parse/keys_80k: one parse of {} bytes took {once:?}", keys_80k.len());
+    eprintln!(
+        "envelope_parse/keys_80k: one parse of {} bytes took {once:?}",
+        keys_80k.len()
+    );
     if once < Duration::from_secs(1) {
         g.throughput(Throughput::Bytes(keys_80k.len() as u64));
         g.sample_size(20);

@@ -214,7 +214,15 @@ fn many_keys(n: usize, dup: Option<usize>) -> String {
 
 #[test]
 fn duplicate_other_keys_are_found_on_both_sides_of_the_inline_limit() {
-    for n in [1, 2, INLINE_KEYS - 1, INLINE_KEYS, INLINE_KEYS + 1, 3 * INLINE_KEYS, 1000] {
+    for n in [
+        1,
+        2,
+        INLINE_KEYS - 1,
+        INLINE_KEYS,
+        INLINE_KEYS + 1,
+        3 * INLINE_KEYS,
+        1000,
+    ] {
         assert!(single(&many_keys(n, None)).is_ok(), "{n} distinct keys");
         for dup in [0, n / 2, n - 1] {
             let body = many_keys(n, Some(dup));
