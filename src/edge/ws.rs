@@ -216,8 +216,9 @@ async fn handle_text(
         Some(_) => crate::solana::ws::is_subscription_method(m),
         None => matches!(m, "eth_subscribe" | "eth_unsubscribe"),
     };
-    // Only a frame that can be a subscription call is parsed here; everything else is parsed once, below.
-    let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some();
+    // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
+    // it); everything else is parsed once, below.
+    let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some() || memchr::memchr(b'\\', text).is_some();
     let single = if !maybe_sub {
         None
     } else {

@@ -103,11 +103,6 @@ impl UpstreamPool {
         &self.endpoint
     }
 
-    /// Connections open now (busy, idle and being dialled).
-    pub fn open_connections(&self) -> usize {
-        self.slots.open.get()
-    }
-
     /// POSTs `body` and reads the response, all before `deadline`. `replay_safe` allows sending it again
     /// on a fresh connection when a reused one turns out dead.
     pub async fn post(
