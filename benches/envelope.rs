@@ -43,6 +43,17 @@ fn raw_tx_64k() -> Vec<u8> {
     format!(r#"{{"jsonrpc":"2.0","id":"tx-1","method":"eth_sendRawTransaction","params":["0x{hex}"]}}"#).into_bytes()
 }
 
+/// A call with `n` extra top-level keys (`"k0":0,...`): 24 is past the envelope's inline duplicate check,
+/// 80 000 is the body that once took 30 s (pairwise duplicate-key comparison).
+fn many_keys(n: usize) -> Vec<u8> {
+    let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId""#);
+    for i in 0..n {
+        s.push_str(&format!(r#","k{i}":{i}"#));
+    }
+    s.push('}');
+    s.into_bytes()
+}
+
 fn limits() -> EnvelopeLimits {
     EnvelopeLimits {
         max_batch: 1000,
@@ -77,6 +88,28 @@ fn parse(c: &mut Criterion) {
     g.bench_function("raw_tx_64k", |b| {
         b.iter(|| drop(black_box(parser.parse(black_box(&tx)))))
     });
+    let keys_24 = many_keys(24);
+    assert!(matches!(parser.parse(&keys_24), Ok(Envelope::Single(Ok(_)))));
+    g.throughput(Throughput::Bytes(keys_24.len() as u64));
+    g.bench_function("keys_24", |b| {
+        b.iter(|| drop(black_box(parser.parse(black_box(&keys_24)))))
+    });
+    // One timed parse first: a quadratic parser would make the measured bench run for hours.
+    let keys_80k = many_keys(80_000);
+    let started = std::time::Instant::now();
+    assert!(matches!(parser.parse(&keys_80k), Ok(Envelope::Single(Ok(_)))));
+    let once = started.elapsed();
+    eprintln!(
+        "envelope_parse/keys_80k: one parse of {} bytes took {once:?}",
+        keys_80k.len()
+    );
+    if once < Duration::from_secs(1) {
+        g.throughput(Throughput::Bytes(keys_80k.len() as u64));
+        g.sample_size(20);
+        g.bench_function("keys_80k", |b| {
+            b.iter(|| drop(black_box(parser.parse(black_box(&keys_80k)))))
+        });
+    }
     g.finish();
 }
 

@@ -338,6 +338,7 @@ fn build_shard(
         idle_timeout: Duration::from_millis(limits.upstream_idle_timeout_ms),
         connect_timeout: Duration::from_millis(limits.upstream_connect_timeout_ms),
         max_response_bytes: limits.max_response_bytes,
+        max_connections: limits.upstream_max_connections,
     };
     // One TLS config per shard: a shared one would share a mutex-guarded session cache.
     let tls_config = registry
@@ -408,6 +409,7 @@ fn build_shard(
                 max_depth: limits.max_depth,
             })),
             ids: Cell::new(1),
+            max_answer_bytes: limits.max_answer_bytes,
         },
         limits,
         routes,
@@ -416,6 +418,7 @@ fn build_shard(
         shutdown,
         open_global,
         open_local: Cell::new(0),
+        subscriptions: Cell::new(0),
         keys: shared.keys.clone(),
         id,
         tls: shared.tls.clone(),

@@ -134,6 +134,16 @@ pub struct Limits {
     /// An upstream WebSocket silent this long is pinged; silent for as long again (no pong), it is taken
     /// for dead (frozen peer, half-open TCP): reconnected and replayed. 0 turns the check off.
     pub upstream_ws_ping_ms: u64,
+    /// Open connections (busy and idle) per upstream per shard; beyond it calls queue for a free one until
+    /// their deadline, then fail with "Upstream connection limit" (never counted against the provider).
+    pub upstream_max_connections: usize,
+    /// Largest answer Prism builds for one request (a whole batch together); beyond it the request is
+    /// answered with a -32003 "answer too large" error instead.
+    pub max_answer_bytes: usize,
+    /// Subscriptions one WebSocket connection may hold (EVM and Solana alike).
+    pub max_subscriptions_per_connection: usize,
+    /// Client subscriptions open on one shard across all its connections.
+    pub max_subscriptions_per_shard: usize,
 }
 
 impl Default for Limits {
@@ -154,6 +164,10 @@ impl Default for Limits {
             max_response_bytes: 64 * 1024 * 1024,
             ws_max_queue: 1024,
             upstream_ws_ping_ms: 15_000,
+            upstream_max_connections: 256,
+            max_answer_bytes: 64 * 1024 * 1024,
+            max_subscriptions_per_connection: 64,
+            max_subscriptions_per_shard: 10_000,
         }
     }
 }

@@ -120,3 +120,34 @@ fn rediss_is_refused_naming_the_field() {
     let plain = format!("{MINIMAL}[cluster]\nredis_url = \"redis://127.0.0.1:6379\"\n");
     Config::from_toml_with(&plain, no_env).unwrap();
 }
+
+#[test]
+fn per_client_bounds_have_defaults_and_are_validated() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(c.limits.max_answer_bytes, 64 * 1024 * 1024);
+    assert_eq!(c.limits.upstream_max_connections, 256);
+    assert_eq!(c.limits.max_subscriptions_per_connection, 64);
+    assert_eq!(c.limits.max_subscriptions_per_shard, 10_000);
+    let with = |limits: &str| MINIMAL.replace("[[networks]]", &format!("[limits]\n{limits}\n[[networks]]"));
+    for key in [
+        "max_answer_bytes",
+        "upstream_max_connections",
+        "max_subscriptions_per_connection",
+        "max_subscriptions_per_shard",
+    ] {
+        let err = Config::from_toml_with(&with(&format!("{key} = 0")), no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(&format!("limits.{key}:")), "{err}");
+    }
+    let err = Config::from_toml_with(
+        &with("max_subscriptions_per_connection = 100\nmax_subscriptions_per_shard = 10"),
+        no_env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("limits.max_subscriptions_per_shard:"), "{err}");
+    let ok = with("upstream_max_connections = 8\nmax_answer_bytes = 1048576");
+    let c = Config::from_toml_with(&ok, no_env).unwrap();
+    assert_eq!(c.limits.upstream_max_connections, 8);
+}

@@ -77,11 +77,30 @@ impl Config {
             ("limits.upstream_idle_timeout_ms", l.upstream_idle_timeout_ms),
             ("limits.max_response_bytes", l.max_response_bytes as u64),
             ("limits.ws_max_queue", l.ws_max_queue as u64),
+            ("limits.upstream_max_connections", l.upstream_max_connections as u64),
+            ("limits.max_answer_bytes", l.max_answer_bytes as u64),
+            (
+                "limits.max_subscriptions_per_connection",
+                l.max_subscriptions_per_connection as u64,
+            ),
+            (
+                "limits.max_subscriptions_per_shard",
+                l.max_subscriptions_per_shard as u64,
+            ),
         ] {
             positive(name, v)?;
         }
         if l.max_header_bytes < 256 {
             return Err(ConfigError::invalid("limits.max_header_bytes", "must be at least 256"));
+        }
+        if l.max_subscriptions_per_shard < l.max_subscriptions_per_connection {
+            return Err(ConfigError::invalid(
+                "limits.max_subscriptions_per_shard",
+                format!(
+                    "must be at least limits.max_subscriptions_per_connection ({})",
+                    l.max_subscriptions_per_connection
+                ),
+            ));
         }
         if l.max_body_bytes > u32::MAX as usize {
             return Err(ConfigError::invalid("limits.max_body_bytes", "must be below 4 GiB"));

@@ -125,6 +125,8 @@ impl std::fmt::Display for Class {
 pub fn classify_transport(e: &TransportError) -> Class {
     match e {
         TransportError::TooLarge => Class::TooLarge,
+        // Prism's own connection cap, not the provider: inconclusive for a probe, never counted.
+        TransportError::ConnectionLimit { .. } => Class::Unsupported,
         TransportError::Unresolved
         | TransportError::Connect(_)
         | TransportError::Tls(_)

@@ -413,6 +413,18 @@ impl<'r, 'c> Attempts<'r, 'c> {
             let guard = super::route::InFlightGuard::new(upstream, now);
             let result = upstream.pool.post(body, attempt_deadline, !self.write).await;
             drop(guard);
+            if let Err(e @ TransportError::ConnectionLimit { .. }) = &result {
+                // Prism's own connection cap: nothing was sent and nothing is held against the provider
+                // (no breaker, no latency); another provider may have room.
+                last = Some(CallOutcome::Failed(ProxyError::Rejected {
+                    code: -32603,
+                    message: e.to_string(),
+                }));
+                if attempt < max && Instant::now() < self.deadline {
+                    continue;
+                }
+                return last.unwrap();
+            }
             let latency_us = started.elapsed().as_micros() as u64;
             let verdict = self.judge(i, id, result);
             let class = verdict.class();

@@ -259,6 +259,7 @@ mod tests {
             idle_timeout: std::time::Duration::from_secs(1),
             connect_timeout: std::time::Duration::from_secs(1),
             max_response_bytes: 1 << 20,
+            max_connections: 4,
         };
         Upstream::new(
             "p".into(),

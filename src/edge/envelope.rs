@@ -404,7 +404,7 @@ impl<'a> Walker<'a, '_, '_> {
         let mut method: Option<Result<Cow<'a, str>, ()>> = None;
         let mut params: Option<Result<&'a [u8], ()>> = None;
         let mut version: Option<bool> = None;
-        let mut others: Vec<&str> = Vec::new();
+        let mut others = OtherKeys::default();
         let mut problem: Option<Invalid> = None;
 
         let (mut t, mut s) = (t + 1, s + 1);
@@ -452,10 +452,9 @@ impl<'a> Walker<'a, '_, '_> {
                     id = Some(raw);
                 }
                 other => {
-                    if others.contains(&other) && problem.is_none() {
+                    if !others.insert(other) && problem.is_none() {
                         problem = Some(Invalid::DuplicateOtherKey);
                     }
-                    others.push(other);
                 }
             }
         }
@@ -485,6 +484,41 @@ impl<'a> Walker<'a, '_, '_> {
             Some(Ok(p)) => Some(p),
         };
         (Ok(Call { id, method, params }), end)
+    }
+}
+
+/// Keys other than the four JSON-RPC ones, to refuse duplicates in time linear in the object's size: the
+/// first few are compared in place (no allocation for any ordinary call), past that a hash set takes over,
+/// so 80 000 distinct keys cost 80 000 hash inserts instead of 3.2 billion string comparisons.
+#[derive(Default)]
+struct OtherKeys<'t> {
+    inline: [&'t str; INLINE_KEYS],
+    len: usize,
+    set: Option<ahash::AHashSet<&'t str>>,
+}
+
+/// Other keys compared by linear scan before switching to a hash set.
+const INLINE_KEYS: usize = 16;
+
+impl<'t> OtherKeys<'t> {
+    /// Records `key`; false when it was already there.
+    fn insert(&mut self, key: &'t str) -> bool {
+        if let Some(set) = &mut self.set {
+            return set.insert(key);
+        }
+        if self.inline[..self.len].contains(&key) {
+            return false;
+        }
+        if self.len < INLINE_KEYS {
+            self.inline[self.len] = key;
+            self.len += 1;
+            return true;
+        }
+        let mut set = ahash::AHashSet::with_capacity(4 * INLINE_KEYS);
+        set.extend(self.inline.iter().copied());
+        set.insert(key);
+        self.set = Some(set);
+        true
     }
 }
 

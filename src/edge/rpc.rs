@@ -20,8 +20,10 @@ use crate::telemetry::metrics::CallResult;
 pub const INVALID_REQUEST: i32 = -32600;
 /// Missing/unknown key, network or method not allowed for the key.
 pub const UNAUTHORIZED: i32 = -32001;
-/// Over the key's rate limit (the code providers use for it).
+/// Over the key's rate limit (the code providers use for it), or over a subscription limit.
 pub const RATE_LIMITED: i32 = -32005;
+/// The answer would exceed `limits.max_answer_bytes` (geth's code for a response too large).
+pub const ANSWER_TOO_LARGE: i32 = -32003;
 
 /// What the edge writes back.
 pub enum BodyReply {
@@ -40,6 +42,42 @@ pub struct RpcShard {
     pub parser: RefCell<EnvelopeParser>,
     /// Prism's upstream ids: unique per shard, so a response can be matched to its call.
     pub ids: Cell<u64>,
+    /// `limits.max_answer_bytes`: the most one request's answer (a whole batch) may weigh.
+    pub max_answer_bytes: usize,
+}
+
+/// The running size of one request's answer. Once it passes the cap nothing more is kept: answers that
+/// arrive later are dropped as they come, and the request gets one error instead of a body nobody should
+/// hold in memory.
+struct AnswerBudget {
+    used: Cell<usize>,
+    max: usize,
+}
+
+impl AnswerBudget {
+    /// Counts `n` more bytes; false once the total is past the cap.
+    fn take(&self, n: usize) -> bool {
+        let used = self.used.get().saturating_add(n);
+        self.used.set(used);
+        used <= self.max
+    }
+
+    fn over(&self) -> bool {
+        self.used.get() > self.max
+    }
+}
+
+/// The error sent when a key is over its rate limit.
+pub fn write_throttled(out: &mut Vec<u8>, id: Option<&[u8]>, wait_ns: u64) {
+    let retry_after_ms = wait_ns.div_ceil(1_000_000);
+    let data = format!(r#"{{"retryAfterMs":{retry_after_ms}}}"#);
+    write_error(
+        out,
+        id,
+        RATE_LIMITED,
+        "Rate limit exceeded for this API key",
+        Some(data.as_bytes()),
+    );
 }
 
 /// Processes one request body: parse, bill the key (one token per call), forward every call.
@@ -60,38 +98,40 @@ pub async fn handle_body(
     };
     if let Some(key) = key {
         if let Err(wait_ns) = key.admit(crate::telemetry::clock::now_ns(), cost) {
-            let retry_after_ms = wait_ns.div_ceil(1_000_000);
             let mut body = Vec::new();
-            let data = format!(r#"{{"retryAfterMs":{retry_after_ms}}}"#);
-            write_error(
-                &mut body,
-                None,
-                RATE_LIMITED,
-                "Rate limit exceeded for this API key",
-                Some(data.as_bytes()),
-            );
+            write_throttled(&mut body, None, wait_ns);
             return BodyReply::Throttled {
                 retry_after_s: wait_ns.div_ceil(1_000_000_000).max(1),
                 body,
             };
         }
     }
+    let budget = AnswerBudget {
+        used: Cell::new(0),
+        max: shard.max_answer_bytes,
+    };
+    let budget = &budget;
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, route, solana, caller, key, item, deadline, &mut out)
+            handle_item(shard, route, solana, caller, key, item, deadline, budget, &mut out)
                 .await
                 .then_some(out)
         }
         Ok(Envelope::Batch(items)) => {
             let replies = join_all(items.into_iter().map(|item| async move {
+                // A batch at the limit must not keep the shard from its other connections.
+                crate::runtime::yield_if_needed().await;
                 let mut out = Vec::new();
-                handle_item(shard, route, solana, caller, key, item, deadline, &mut out)
+                handle_item(shard, route, solana, caller, key, item, deadline, budget, &mut out)
                     .await
                     .then_some(out)
             }))
             .await;
+            if budget.over() {
+                return BodyReply::Body(answer_too_large(budget.max));
+            }
             let mut out = Vec::with_capacity(2 + replies.iter().flatten().map(|r| r.len() + 1).sum::<usize>());
             out.push(b'[');
             for reply in replies.iter().flatten() {
@@ -105,10 +145,22 @@ pub async fn handle_body(
             (out.len() > 2).then_some(out)
         }
     };
+    if budget.over() {
+        return BodyReply::Body(answer_too_large(budget.max));
+    }
     match reply {
         Some(b) => BodyReply::Body(b),
         None => BodyReply::Empty,
     }
+}
+
+fn answer_too_large(max: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let message = format!(
+        "Answer too large: the answers to this request exceed limits.max_answer_bytes ({max} bytes); ask for less or split the batch"
+    );
+    write_error(&mut out, None, ANSWER_TOO_LARGE, &message, None);
+    out
 }
 
 fn envelope_error(e: &EnvelopeError) -> Vec<u8> {
@@ -127,6 +179,7 @@ async fn handle_item(
     key: Option<&KeyEntry>,
     item: Item<'_>,
     deadline: Instant,
+    budget: &AnswerBudget,
     out: &mut Vec<u8>,
 ) -> bool {
     let started = Instant::now();
@@ -161,6 +214,8 @@ async fn handle_item(
             tracing::debug!(network = %route.name, method = %call.method, result = ?result, latency_us, "call");
             let Some(id) = call.id else { return false };
             match outcome {
+                // Past the cap the answer is dropped here, before it is copied anywhere.
+                CallOutcome::Answer { value, .. } if !budget.take(48 + id.len() + value.len()) => {}
                 CallOutcome::Answer { body, value, is_error } => write_answer(out, id, is_error, &body[value]),
                 CallOutcome::Failed(e) => {
                     write_error(out, Some(id), e.code(), &e.to_string(), error_data(&e).as_deref())

@@ -39,6 +39,8 @@ pub struct EdgeShard {
     pub open_global: Arc<AtomicUsize>,
     /// Open client connections on this shard, for draining.
     pub open_local: Cell<usize>,
+    /// Client subscriptions open on this shard (EVM and Solana), for `limits.max_subscriptions_per_shard`.
+    pub subscriptions: Cell<usize>,
     /// API keys, shared by all shards (their rate-limit state is atomic).
     pub keys: Arc<KeyRing>,
     /// This shard's health samples, shipped to the aggregator.
@@ -49,6 +51,8 @@ const READ_CHUNK: usize = 8 * 1024;
 /// The first read of a request: small, because idle keep-alive connections wait in it (10 000 of them must
 /// not pin 10 000 large buffers); a typical JSON-RPC request fits, larger ones continue in `READ_CHUNK`s.
 const IDLE_READ: usize = 1024;
+/// Buffer capacity a connection keeps between requests; anything larger is released after the request.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 /// Accepts connections until shutdown, then waits (up to the drain deadline) for open ones to finish.
 pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
@@ -201,7 +205,11 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 super::ws::serve_client(stream, shard, shard.routes[up.route].clone(), up.caller, key).await;
                 return;
             }
-            self.buf.shrink_to(64 * 1024);
+            // Give memory back after an unusually large request or answer, so idle connections stay small.
+            self.buf.shrink_to(KEEP_BUFFER);
+            if self.out.capacity() > KEEP_BUFFER {
+                self.out = Vec::new();
+            }
             if !keep_alive {
                 let _ = self.stream.close().await;
                 return;

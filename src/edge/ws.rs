@@ -17,7 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use super::envelope::Envelope;
 use super::keys::KeyEntry;
 use super::reply::{write_answer, write_error};
-use super::rpc::{handle_body, BodyReply, UNAUTHORIZED};
+use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
 use super::server::EdgeShard;
 use crate::core::subs::{Outbox, SubHub, SubscribeError};
 use crate::core::{Caller, NetworkRoute};
@@ -50,6 +50,8 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let (mut sink, mut frames) = socket.split();
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
     let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    // This connection's subscriptions as last counted into the shard's total.
+    let counted = std::cell::Cell::new(0usize);
     let solana = shard.solana[route.index]
         .as_ref()
         .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller));
@@ -108,21 +110,23 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 Some(Ok(Some(Ok(f)))) => f,
             };
             pinged = false;
+            // One busy client cannot keep the shard from its other connections.
+            crate::runtime::yield_if_needed().await;
             match frame {
                 Message::Text(text) => {
                     let text = text.as_bytes();
-                    if let Some(reply) =
-                        handle_text(shard, &route, &caller, key, text, &out, &subs, solana.as_ref()).await
-                    {
+                    let reply = handle_text(shard, &route, &caller, key, text, &out, &subs, solana.as_ref()).await;
+                    recount(shard, &counted, &subs, solana.as_ref());
+                    if let Some(reply) = reply {
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
                     }
                 }
                 Message::Binary(bytes) => {
-                    if let Some(reply) =
-                        handle_text(shard, &route, &caller, key, &bytes, &out, &subs, solana.as_ref()).await
-                    {
+                    let reply = handle_text(shard, &route, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
+                    recount(shard, &counted, &subs, solana.as_ref());
+                    if let Some(reply) = reply {
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
@@ -150,7 +154,50 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     for id in subs.borrow().iter() {
         SubHub::unsubscribe(&route, id);
     }
+    shard
+        .subscriptions
+        .set(shard.subscriptions.get().saturating_sub(counted.get()));
     metrics.ws_clients(-1);
+}
+
+/// Subscriptions this connection holds now (EVM and Solana).
+fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<crate::solana::ws::Session>>) -> usize {
+    subs.borrow().len() + solana.map_or(0, |s| s.subscriptions())
+}
+
+/// Brings the shard's subscription total up to date with this connection's.
+fn recount(
+    shard: &EdgeShard,
+    counted: &std::cell::Cell<usize>,
+    subs: &RefCell<Vec<String>>,
+    solana: Option<&Rc<crate::solana::ws::Session>>,
+) {
+    let now = held(subs, solana);
+    let total = shard.subscriptions.get() + now;
+    shard.subscriptions.set(total.saturating_sub(counted.replace(now)));
+}
+
+/// Why a new subscription is refused: over the connection's or the shard's cap.
+fn over_subscription_cap(
+    shard: &EdgeShard,
+    subs: &RefCell<Vec<String>>,
+    solana: Option<&Rc<crate::solana::ws::Session>>,
+) -> Option<String> {
+    let limits = &shard.limits;
+    let mine = held(subs, solana);
+    if mine >= limits.max_subscriptions_per_connection {
+        return Some(format!(
+            "Subscription limit: this connection already holds {mine} subscriptions (limits.max_subscriptions_per_connection = {}); unsubscribe first",
+            limits.max_subscriptions_per_connection
+        ));
+    }
+    if shard.subscriptions.get() >= limits.max_subscriptions_per_shard {
+        return Some(format!(
+            "Subscription limit: this server holds its maximum of subscriptions (limits.max_subscriptions_per_shard = {}); try again later",
+            limits.max_subscriptions_per_shard
+        ));
+    }
+    None
 }
 
 /// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
@@ -169,7 +216,12 @@ async fn handle_text(
         Some(_) => crate::solana::ws::is_subscription_method(m),
         None => matches!(m, "eth_subscribe" | "eth_unsubscribe"),
     };
-    let single = {
+    // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
+    // it); everything else is parsed once, below.
+    let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some() || memchr::memchr(b'\\', text).is_some();
+    let single = if !maybe_sub {
+        None
+    } else {
         let mut parser = shard.rpc.parser.borrow_mut();
         match parser.parse(text) {
             Ok(Envelope::Single(Ok(call))) if is_sub(&call.method) => Some((
@@ -199,6 +251,21 @@ async fn handle_text(
             None,
         );
         return Some(String::from_utf8_lossy(&reply).into_owned());
+    }
+    let opening = match solana {
+        Some(_) => !method.ends_with("Unsubscribe"),
+        None => method == "eth_subscribe",
+    };
+    if opening {
+        // Opening a subscription is billed like any call (releasing one never is), and capped.
+        if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
+            write_throttled(&mut reply, Some(&id), wait_ns);
+            return Some(String::from_utf8_lossy(&reply).into_owned());
+        }
+        if let Some(why) = over_subscription_cap(shard, subs, solana) {
+            write_error(&mut reply, Some(&id), RATE_LIMITED, &why, None);
+            return Some(String::from_utf8_lossy(&reply).into_owned());
+        }
     }
     if let Some(session) = solana {
         match session.handle(&method, params.as_deref()).await {

@@ -19,3 +19,10 @@ pub mod net {
 pub fn spawn<T: 'static>(future: impl std::future::Future<Output = T> + 'static) {
     glommio::spawn_local(future).detach();
 }
+
+/// Lets the shard's other tasks run when this one has used up its time slice; otherwise returns at once (a
+/// flag check). Long loops over client input (the calls of a batch, frames of a socket) call it so one
+/// large request cannot stall every small one on the shard.
+pub async fn yield_if_needed() {
+    glommio::yield_if_needed().await
+}

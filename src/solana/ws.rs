@@ -111,6 +111,11 @@ impl Session {
         })
     }
 
+    /// Subscriptions this session holds (or is opening), for the edge's subscription caps.
+    pub fn subscriptions(&self) -> usize {
+        self.subs.borrow().len()
+    }
+
     /// Ends every upstream socket of this session.
     pub fn close(&self) {
         self.closed.set(true);

@@ -36,6 +36,11 @@ pub enum TransportError {
     Malformed(&'static str),
     /// The response exceeds `limits.max_response_bytes`.
     TooLarge,
+    /// All `limits.upstream_max_connections` connections to this upstream on this shard stayed busy until
+    /// the deadline. Prism's own limit: nothing was sent, and it is never the provider's failure.
+    ConnectionLimit {
+        max: usize,
+    },
 }
 
 impl TransportError {
@@ -44,7 +49,10 @@ impl TransportError {
         match self {
             TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
             TransportError::Malformed(_) | TransportError::TooLarge => true,
-            TransportError::Unresolved | TransportError::Connect(_) | TransportError::Tls(_) => false,
+            TransportError::Unresolved
+            | TransportError::Connect(_)
+            | TransportError::Tls(_)
+            | TransportError::ConnectionLimit { .. } => false,
         }
     }
 }
@@ -59,6 +67,10 @@ impl fmt::Display for TransportError {
             TransportError::Reset { .. } => f.write_str("connection reset"),
             TransportError::Malformed(why) => write!(f, "malformed response: {why}"),
             TransportError::TooLarge => f.write_str("response too large"),
+            TransportError::ConnectionLimit { max } => write!(
+                f,
+                "Upstream connection limit: all {max} connections to this provider are busy (limits.upstream_max_connections)"
+            ),
         }
     }
 }

@@ -5,12 +5,19 @@
 //! the end and keep-alive holds. A reused connection that dies before answering is the classic keep-alive
 //! race: the request is sent again on a fresh connection when it is replay-safe, or when not one byte of it
 //! could have reached the server.
+//!
+//! At most `max_connections` connections (busy and idle together, dials included) exist per upstream per
+//! shard: beyond that a call waits, first in first out, for one to come back or close, until its deadline,
+//! then fails with [`TransportError::ConnectionLimit`]. A burst cannot exhaust file descriptors, and the
+//! wait is Prism's own limit, never the provider's failure.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use event_listener::{Event, IntoNotification};
 use futures_lite::AsyncWriteExt;
 use futures_rustls::TlsConnector;
 use rustls::pki_types::ServerName;
@@ -28,11 +35,33 @@ pub struct PoolSettings {
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
     pub max_response_bytes: usize,
+    /// Connections (busy, idle and being dialled) per upstream per shard.
+    pub max_connections: usize,
 }
 
 struct Idle {
     conn: Conn,
+    slot: Slot,
     since: Instant,
+}
+
+/// The pool's connection count and the callers waiting for it to drop.
+#[derive(Default)]
+struct Slots {
+    open: Cell<usize>,
+    /// Notified (one waiter each time) when a slot frees or a connection goes back idle.
+    freed: Event,
+}
+
+/// One of the pool's `max_connections` places, held by a connection for as long as it lives (also while
+/// dialling). Dropping it frees the place and wakes one waiter.
+struct Slot(Rc<Slots>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.set(self.0.open.get() - 1);
+        self.0.freed.notify(1.additional());
+    }
 }
 
 pub struct UpstreamPool {
@@ -42,6 +71,12 @@ pub struct UpstreamPool {
     settings: PoolSettings,
     idle: RefCell<Vec<Idle>>,
     next_addr: Cell<usize>,
+    slots: Rc<Slots>,
+}
+
+enum Acquired {
+    Reused(Conn, Slot),
+    Fresh(Slot),
 }
 
 impl UpstreamPool {
@@ -60,6 +95,7 @@ impl UpstreamPool {
             settings,
             idle: RefCell::new(Vec::new()),
             next_addr: Cell::new(0),
+            slots: Rc::new(Slots::default()),
         })
     }
 
@@ -77,8 +113,8 @@ impl UpstreamPool {
     ) -> Result<UpstreamResponse, TransportError> {
         let mut request = Vec::new();
         super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
-        if let Some(conn) = self.checkout() {
-            match self.exchange(conn, &request, deadline).await {
+        match self.acquire(deadline, false).await? {
+            Acquired::Reused(conn, slot) => match self.exchange(conn, slot, &request, deadline).await {
                 Ok(resp) => return Ok(resp),
                 Err((e, wrote_any)) => {
                     let stale = matches!(e, TransportError::Reset { .. });
@@ -87,10 +123,60 @@ impl UpstreamPool {
                     }
                     tracing::debug!(upstream = %self.endpoint, "pooled connection was dead; using a fresh one");
                 }
+            },
+            Acquired::Fresh(slot) => {
+                let conn = self.connect(deadline).await?;
+                return self.exchange(conn, slot, &request, deadline).await.map_err(|(e, _)| e);
             }
         }
+        let Acquired::Fresh(slot) = self.acquire(deadline, true).await? else {
+            unreachable!("acquire(fresh) never hands out an idle connection")
+        };
         let conn = self.connect(deadline).await?;
-        self.exchange(conn, &request, deadline).await.map_err(|(e, _)| e)
+        self.exchange(conn, slot, &request, deadline).await.map_err(|(e, _)| e)
+    }
+
+    /// An idle connection (unless `fresh`), or a place for a new one: at once when there is one, else in
+    /// turn as they come back or close, until `deadline`.
+    async fn acquire(&self, deadline: Instant, fresh: bool) -> Result<Acquired, TransportError> {
+        let now = || -> Option<Acquired> {
+            if !fresh {
+                if let Some((conn, slot)) = self.checkout() {
+                    return Some(Acquired::Reused(conn, slot));
+                }
+            } else if self.slots.open.get() >= self.settings.max_connections.max(1) {
+                // Room for a fresh connection: close the oldest idle one, if any.
+                let mut idle = self.idle.borrow_mut();
+                if !idle.is_empty() {
+                    drop(idle.remove(0));
+                }
+            }
+            self.try_reserve().map(Acquired::Fresh)
+        };
+        loop {
+            if let Some(a) = now() {
+                return Ok(a);
+            }
+            let freed = self.slots.freed.listen();
+            // Checked again once listening, so a release in between is not missed.
+            if let Some(a) = now() {
+                return Ok(a);
+            }
+            if timeout_at(deadline, freed).await.is_err() {
+                return Err(TransportError::ConnectionLimit {
+                    max: self.settings.max_connections,
+                });
+            }
+        }
+    }
+
+    fn try_reserve(&self) -> Option<Slot> {
+        let open = self.slots.open.get();
+        if open >= self.settings.max_connections.max(1) {
+            return None;
+        }
+        self.slots.open.set(open + 1);
+        Some(Slot(self.slots.clone()))
     }
 
     /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
@@ -99,24 +185,27 @@ impl UpstreamPool {
         self.idle.borrow_mut().retain(|i| now.duration_since(i.since) < timeout);
     }
 
-    fn checkout(&self) -> Option<Conn> {
+    fn checkout(&self) -> Option<(Conn, Slot)> {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
-        while let Some(Idle { conn, since }) = idle.pop() {
+        while let Some(Idle { conn, slot, since }) = idle.pop() {
             if now.duration_since(since) < self.settings.idle_timeout && conn.stream.looks_alive() {
-                return Some(conn);
+                return Some((conn, slot));
             }
         }
         None
     }
 
-    fn checkin(&self, conn: Conn) {
+    fn checkin(&self, conn: Conn, slot: Slot) {
         let mut idle = self.idle.borrow_mut();
         if idle.len() < self.settings.max_idle {
             idle.push(Idle {
                 conn,
+                slot,
                 since: Instant::now(),
             });
+            // A waiter can take this one (dropping the slot instead wakes one by itself).
+            self.slots.freed.notify(1.additional());
         }
     }
 
@@ -124,6 +213,7 @@ impl UpstreamPool {
     async fn exchange(
         &self,
         mut conn: Conn,
+        slot: Slot,
         request: &[u8],
         deadline: Instant,
     ) -> Result<UpstreamResponse, (TransportError, bool)> {
@@ -138,7 +228,7 @@ impl UpstreamPool {
         match timeout_at(deadline, work).await {
             Ok(Ok(resp)) => {
                 if resp.reusable {
-                    self.checkin(conn);
+                    self.checkin(conn, slot);
                 }
                 Ok(resp)
             }
