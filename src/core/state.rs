@@ -47,6 +47,9 @@ pub struct HeadRule {
     pub max_drift: u64,
     /// A provider counts towards the median while its last believed report is this recent.
     pub live_ms: u64,
+    /// A provider no other live provider can vouch for or against proves a jump (a node that caught up
+    /// after a resync) by repeating it, consistently, for at least this long.
+    pub confirm_ms: u64,
 }
 
 /// What [`HeadRule::judge`] makes of a reported head.
@@ -72,6 +75,7 @@ impl HeadRule {
             slack_blocks: network.head_slack_blocks,
             max_drift: network.max_drift_blocks,
             live_ms: network.probe_interval_ms.saturating_mul(5).max(10_000),
+            confirm_ms: network.probe_interval_ms.clamp(500, 5_000),
         }
     }
 
@@ -130,6 +134,31 @@ impl HeadRule {
         HeadVerdict::Accepted
     }
 
+    /// How many of `others` are live (recent enough to vote).
+    pub fn live_count(&self, now_ms: u64, others: &[HeadRef]) -> usize {
+        others
+            .iter()
+            .filter(|r| r.head > 0 && now_ms.saturating_sub(r.seen_ms) <= self.live_ms)
+            .count()
+    }
+
+    /// Whether `height`, now, carries on a run of implausible claims that began with `claim` at
+    /// `claim_at_ms`: at or above it, and within what the chain can have made since (margin included).
+    pub fn continues(&self, height: u64, now_ms: u64, claim: u64, claim_at_ms: u64) -> bool {
+        claim > 0
+            && height >= claim
+            && height
+                <= claim
+                    .saturating_add(self.blocks_in(now_ms.saturating_sub(claim_at_ms)))
+                    .saturating_add(self.margin())
+    }
+
+    /// A run that carried on for at least `confirm_ms`: the provider's jump is evidence enough when no other
+    /// live provider can say otherwise. A one-off spike is never repeated, so it never gets here.
+    pub fn confirms(&self, height: u64, now_ms: u64, claim: u64, claim_at_ms: u64) -> bool {
+        self.continues(height, now_ms, claim, claim_at_ms) && now_ms.saturating_sub(claim_at_ms) >= self.confirm_ms
+    }
+
     /// With two or more other providers live: above the (upper) median of their reach plus the margin.
     fn beyond_agreement(&self, height: u64, now_ms: u64, others: &[HeadRef]) -> bool {
         let mut live = [0u64; MAX_PROVIDERS];
@@ -173,6 +202,10 @@ pub struct ProviderLive {
     /// Implausible heads reported so far (metric), and the last one.
     pub outlier_heads: AtomicU64,
     pub claimed_head: AtomicU64,
+    /// The first claim of the current run of consistent implausible claims, and when it was made (see
+    /// [`HeadRule::confirms`]); 0 when there is no run.
+    pub claim_run: AtomicU64,
+    pub claimed_at_ms: AtomicU64,
     /// More than `max_drift_blocks` behind the pool's best head.
     pub drifted: AtomicBool,
     /// Throttled: not used until this time (ms on the process clock).
@@ -195,6 +228,8 @@ impl ProviderLive {
             outlier: AtomicBool::new(false),
             outlier_heads: AtomicU64::new(0),
             claimed_head: AtomicU64::new(0),
+            claim_run: AtomicU64::new(0),
+            claimed_at_ms: AtomicU64::new(0),
             drifted: AtomicBool::new(false),
             parked_until_ms: AtomicU64::new(0),
             chain: AtomicU8::new(ChainCheck::Unknown as u8),
@@ -375,11 +410,20 @@ impl NetworkLive {
                     n += 1;
                 }
             }
-            self.rule
-                .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n])
+            let verdict = self
+                .rule
+                .judge(height, now_ms, (own.head > 0).then_some(own), &others[..n]);
+            if verdict == HeadVerdict::Implausible && self.rule.live_count(now_ms, &others[..n]) == 0 {
+                self.lone_claim(provider, height, now_ms)
+            } else {
+                verdict
+            }
         };
         match verdict {
             HeadVerdict::Accepted => {
+                if p.claim_run.load(Ordering::Relaxed) != 0 {
+                    p.claim_run.store(0, Ordering::Relaxed);
+                }
                 p.seen_ms.store(now_ms, Ordering::Relaxed);
                 let before = p.head.fetch_max(height, Ordering::AcqRel);
                 if height > before {
@@ -406,6 +450,27 @@ impl NetworkLive {
             HeadVerdict::Malformed => {}
         }
         verdict
+    }
+
+    /// An implausible head from a provider no other live provider can vouch for or against: accepted once
+    /// it has been repeated consistently for `confirm_ms` (a real jump, e.g. a node that caught up after a
+    /// resync), implausible until then (a one-off spike).
+    fn lone_claim(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
+        let p = &self.providers[provider];
+        let (run, at) = (
+            p.claim_run.load(Ordering::Relaxed),
+            p.claimed_at_ms.load(Ordering::Relaxed),
+        );
+        if self.rule.confirms(height, now_ms, run, at) {
+            tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, since_ms = now_ms.saturating_sub(at),
+                "a jump in head repeated consistently with no other provider to contradict it; accepted");
+            return HeadVerdict::Accepted;
+        }
+        if !self.rule.continues(height, now_ms, run, at) {
+            p.claim_run.store(height, Ordering::Relaxed);
+            p.claimed_at_ms.store(now_ms, Ordering::Relaxed);
+        }
+        HeadVerdict::Implausible
     }
 
     /// Where the chain can plausibly be now by this node's own believed heads (margin included); `None`
@@ -497,6 +562,7 @@ mod tests {
         slack_blocks: 100,
         max_drift: 10,
         live_ms: 10_000,
+        confirm_ms: 2_000,
     };
 
     fn at(head: u64, at_ms: u64) -> HeadRef {
@@ -618,6 +684,23 @@ mod tests {
         );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
         assert!(l.admissible(0));
+    }
+
+    #[test]
+    fn a_lone_provider_proves_a_real_jump_by_repeating_it_but_a_spike_never_sticks() {
+        let l = network(1);
+        assert!(l.observe_head_at(0, 1_000, 1_000).accepted());
+        // A spike, then normal again: never accepted, and the run it began is forgotten.
+        assert_eq!(l.observe_head_at(0, 0xffff_ffff_ffff, 1_100), HeadVerdict::Implausible);
+        assert!(l.observe_head_at(0, 1_001, 1_200).accepted());
+        assert_eq!(l.observe_head_at(0, 0xffff_ffff_ffff, 5_000), HeadVerdict::Implausible);
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_001);
+        // A node that caught up 10 000 blocks: implausible at first, accepted once repeated (and moving on
+        // at the chain's pace) for the confirmation time.
+        assert_eq!(l.observe_head_at(0, 11_000, 6_000), HeadVerdict::Implausible);
+        assert_eq!(l.observe_head_at(0, 11_001, 6_100), HeadVerdict::Implausible);
+        assert!(l.observe_head_at(0, 11_004, 6_000 + RULE.confirm_ms).accepted());
+        assert_eq!(l.best_head.load(Ordering::Relaxed), 11_004);
     }
 
     #[test]

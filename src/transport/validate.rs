@@ -152,7 +152,7 @@ mod tests {
             (br#"{"\"#, InvalidResponse::Malformed),
             (br#"{"jsonrpc":"2.0","id":1,"result":"\"#, InvalidResponse::Malformed),
             (br#"{"id":1,"result":[}}"#, InvalidResponse::Malformed),
-            (br#"{"id":1,"result":1e999999}"#, InvalidResponse::Malformed),
+            (br#"{"id":1,"result":1e}"#, InvalidResponse::Malformed),
             (br#"{"id":1,"result":"\ud800"}"#, InvalidResponse::Malformed),
             (b"{\"id\":1,\"result\":\"\xff\"}", InvalidResponse::NotUtf8),
             (
@@ -176,8 +176,9 @@ mod tests {
         }
         let deep = format!(r#"{{"id":1,"result":{}}}"#, "[".repeat(100_000));
         assert_eq!(check_response(deep.as_bytes(), 1), Err(InvalidResponse::Malformed));
+        // A number of any size is valid JSON: passed on as the node sent it.
         let big = format!(r#"{{"id":1,"result":{}}}"#, "1".repeat(400));
-        assert_eq!(check_response(big.as_bytes(), 1), Err(InvalidResponse::Malformed));
+        assert!(check_response(big.as_bytes(), 1).is_ok());
         // Every prefix of a good answer is refused, none panics.
         let good = br#"{"jsonrpc":"2.0","id":1,"result":{"a":["\u00e9\"",1.5e3,null]}}"#;
         assert!(check_response(good, 1).is_ok());
