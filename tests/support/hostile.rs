@@ -332,21 +332,7 @@ fn serve(mut stream: TcpStream, inner: &Inner) {
 // ---- WebSocket -----------------------------------------------------------------------------------
 
 /// A server frame (FIN, unmasked) with this opcode and payload.
-pub fn ws_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x80 | opcode];
-    let len = payload.len();
-    if len < 126 {
-        f.push(len as u8);
-    } else if len <= u16::MAX as usize {
-        f.push(126);
-        f.extend_from_slice(&(len as u16).to_be_bytes());
-    } else {
-        f.push(127);
-        f.extend_from_slice(&(len as u64).to_be_bytes());
-    }
-    f.extend_from_slice(payload);
-    f
-}
+pub use super::solana_fake::frame as ws_frame;
 
 /// The malformed messages a hostile subscription socket sends around its reply to `eth_subscribe` `id`.
 pub fn ws_barrage(id: &str) -> Vec<Vec<u8>> {

@@ -1089,7 +1089,8 @@ fn answer_body(g: &mut State, body: &[u8]) -> Vec<u8> {
 
 // ---- WebSocket side -----------------------------------------------------------------------------------
 
-fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+/// A server frame (FIN, unmasked) with this opcode and payload.
+pub fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(payload.len() + 10);
     f.push(0x80 | opcode);
     let len = payload.len();
