@@ -45,7 +45,7 @@ trap 'exit 130' INT TERM
 
 command -v valgrind >/dev/null || die "valgrind not installed (apt-get install -y valgrind)"
 UPSTREAM_BIN="$ROOT/target/perf/fast_upstream"
-PRISM_BIN="$ROOT/target/release/prism"
+PRISM_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   mkdir -p "$ROOT/target/perf"
   rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"

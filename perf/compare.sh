@@ -13,7 +13,11 @@
 #   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU
 #   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
 #                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
-#   SKIP_BUILD=1      use the binaries already built
+#   SKIP_BUILD=1      use the binaries already built (PRISM_BIN=path picks another Prism build)
+#   BASE_BIN=path     a second Prism build (say, before a change) as target "base" in the same run; add "base"
+#                     to TARGETS
+#   PASSTHROUGH=1     Prism with [cache] dedupe and cache off (default): the one repeated body is then forwarded
+#                     every time, as distinct requests are; PASSTHROUGH=0 measures with dedupe joining them
 #   SPIN_US=0         Prism's server.spin_before_park_us
 #   KEEP=1            keep the work directory (configs, logs, raw oha JSON)
 set -euo pipefail
@@ -150,7 +154,7 @@ fi
 
 mkdir -p "$ROOT/target/perf"
 UPSTREAM_BIN="$ROOT/target/perf/fast_upstream"
-PRISM_BIN="$ROOT/target/release/prism"
+PRISM_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   log "building the fast upstream (rustc -O, std only)"
   rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"
@@ -218,19 +222,23 @@ EOF
   log "nginx master $NG_MASTER workers $NG_WORKERS"
 fi
 
-if want prism; then
-  PR_PORT=$(free_port)
-  PR="$WORK/proxy"
-  mkdir -p "$PR"
-  cp "$PRISM_BIN" "$PR/rpc-proxy" # see WORK above
-  cat >"$PR/config.toml" <<EOF
+# Starts one Prism build as target $1 from binary $2.
+start_prism() { # target binary
+  local target=$1 bin=$2 port dir pid cache=""
+  port=$(free_port)
+  dir="$WORK/proxy-$target"
+  mkdir -p "$dir"
+  cp "$bin" "$dir/rpc-proxy" # see WORK above
+  if [[ "${PASSTHROUGH:-1}" == 1 ]]; then cache=$'[cache]\ndedupe = false\nenabled = false\n'; fi
+  cat >"$dir/config.toml" <<EOF
 [server]
-listen = "127.0.0.1:$PR_PORT"
+listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:0"
 shards = 1
 pin_cores = false
 spin_before_park_us = ${SPIN_US:-0}
 
+$cache
 [[networks]]
 name = "bench"
 kind = "evm"
@@ -240,13 +248,19 @@ chain_id = 4663
   name = "fast"
   url = "http://127.0.0.1:$UP_PORT"
 EOF
-  taskset -c "$PROXY_CPU" "$PR/rpc-proxy" serve --config "$PR/config.toml" >"$PR/proxy.log" 2>&1 &
-  PR_PID=$!
-  STARTED+=("$PR_PID")
-  URL[prism]="http://127.0.0.1:$PR_PORT/"
-  wait_ready "${URL[prism]}" prism || { tail -20 "$PR/proxy.log" >&2; exit 1; }
-  PIDS[prism]="$PR_PID"
-  log "prism pid $PR_PID ($(ls /proc/$PR_PID/task | wc -l) threads)"
+  taskset -c "$PROXY_CPU" "$dir/rpc-proxy" serve --config "$dir/config.toml" >"$dir/proxy.log" 2>&1 &
+  pid=$!
+  STARTED+=("$pid")
+  URL[$target]="http://127.0.0.1:$port/"
+  wait_ready "${URL[$target]}" "$target" || { tail -20 "$dir/proxy.log" >&2; exit 1; }
+  PIDS[$target]="$pid"
+  log "$target pid $pid ($(ls /proc/$pid/task | wc -l) threads)"
+}
+
+if want prism; then start_prism prism "$PRISM_BIN"; fi
+if want base; then
+  [[ -x "${BASE_BIN:-}" ]] || die "target base needs BASE_BIN=path to a prism binary"
+  start_prism base "$BASE_BIN"
 fi
 
 # ---------------------------------------------------------------------------------------------- load

@@ -9,7 +9,7 @@ import json
 import statistics
 import sys
 
-ORDER = ["direct", "nginx", "prism"]
+ORDER = ["direct", "nginx", "base", "prism"]
 
 
 def load_oha(path):
@@ -152,18 +152,19 @@ def table(path, rate, duration):
     for t in targets:
         print(line([(c[3](t, summary[t]), c[2]) for c in cols]))
     print()
-    if "prism" in summary and "nginx" in summary:
-        p, n = summary["prism"], summary["nginx"]
+    def ratio(a, b):
+        return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
-        def ratio(a, b):
-            return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
-
+    for name in ("base", "prism"):
+        if name not in summary or "nginx" not in summary:
+            continue
+        p, n = summary[name], summary["nginx"]
         print(
-            f"prism/nginx: CPU per request {ratio(p['cpu_closed'], n['cpu_closed'])} (closed loop), "
+            f"{name}/nginx: CPU per request {ratio(p['cpu_closed'], n['cpu_closed'])} (closed loop), "
             f"{ratio(p['cpu_fixed'], n['cpu_fixed'])} (at {rate} req/s)   [target ≤ 0.80]"
         )
         print(
-            f"prism/nginx: added p50 {ratio(p['add_p50'], n['add_p50'])} "
+            f"{name}/nginx: added p50 {ratio(p['add_p50'], n['add_p50'])} "
             f"({fmt(p['add_p50'], 0)} µs vs {fmt(n['add_p50'], 0)} µs)   [target ≤ 1.00]"
         )
     for t in targets:

@@ -1,6 +1,6 @@
 //! Prism: a thread-per-core JSON-RPC proxy in front of many blockchain RPC providers.
 //!
-//! Layers (see DESIGN.md): `edge` → `core` → `transport` → `upstream`; `runtime` is the glommio boundary,
+//! Layers (see docs/ARCHITECTURE.md): `edge` → `core` → `transport` → `upstream`; `runtime` is the glommio boundary,
 //! `config` the typed configuration, `telemetry` logs and counters, `http1` the wire codec both sides share.
 
 pub mod app;
