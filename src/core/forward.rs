@@ -306,6 +306,8 @@ struct Attempts<'r, 'c> {
     mark: u64,
     latest: bool,
     ask: Ask,
+    /// The plausible head the last answer revealed (set by `check_head`, read by `finish`: scanned once).
+    head: Cell<Option<u64>>,
 }
 
 impl<'r, 'c> Attempts<'r, 'c> {
@@ -338,6 +340,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             never_retry,
             mark,
             latest,
+            head: Cell::new(None),
             ask: Ask {
                 family: info.family,
                 strategy: caller.strategy,
@@ -731,10 +734,8 @@ impl<'r, 'c> Attempts<'r, 'c> {
             }
         }
         // `check_head` already observed the head and let only a plausible one through.
-        if !is_error && self.latest {
-            if let Some(h) = revealed_head(&self.info, self.latest, &body[value.clone()]) {
-                self.route.live.marks.raise(self.caller.mark, h);
-            }
+        if let (false, Some(h)) = (is_error, self.head.get()) {
+            self.route.live.marks.raise(self.caller.mark, h);
         }
         CallOutcome::Answer { body, value, is_error }
     }
@@ -807,6 +808,7 @@ impl Verdict {
     /// failure); one the chain cannot be at is never answered (try another). `eth_blockNumber` or a "latest"
     /// block answered below the client's mark is lagging: learn the provider's real head, try another.
     fn check_head(self, a: &Attempts<'_, '_>, i: usize) -> Verdict {
+        a.head.set(None);
         match self {
             Verdict::Answer {
                 body,
@@ -840,11 +842,14 @@ impl Verdict {
                         },
                     }
                 }
-                _ => Verdict::Answer {
-                    body,
-                    value,
-                    is_error: false,
-                },
+                found => {
+                    a.head.set(found.map(|(h, _)| h));
+                    Verdict::Answer {
+                        body,
+                        value,
+                        is_error: false,
+                    }
+                }
             },
             v => v,
         }
