@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, NetworkKind};
 use crate::core::cache::ResultCache;
 use crate::core::dedupe::InFlight;
+use crate::core::methods::{Declared, DeclaredError};
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
+use crate::core::submit::SubmitLimits;
 use crate::core::subs::SubHub;
 use crate::core::{NetworkRoute, Upstream};
 use crate::edge::admin::AdminView;
@@ -42,6 +44,27 @@ pub enum AppError {
     Tls(#[from] crate::edge::tls::TlsError),
     #[error(transparent)]
     Solana(#[from] crate::solana::net::NetError),
+    #[error("invalid config: {0}")]
+    Methods(#[from] DeclaredError),
+}
+
+/// Each network's `methods.read` / `methods.write`, checked against its own method table (EVM or Solana):
+/// a known submission can never be declared a read. `prism check` and `prism serve` both call it.
+pub fn declared_methods(config: &Config) -> Result<Vec<Declared>, DeclaredError> {
+    config
+        .networks
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let at = format!("networks[{i}]");
+            match n.kind {
+                NetworkKind::SolanaMagic => {
+                    Declared::new(&at, &n.methods.read, &n.methods.write, crate::solana::methods::lookup)
+                }
+                NetworkKind::Evm => Declared::new(&at, &n.methods.read, &n.methods.write, crate::core::methods::lookup),
+            }
+        })
+        .collect()
 }
 
 /// What a shard reports once it is listening (or why it cannot).
@@ -62,6 +85,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
                 .transpose()
         })
         .collect::<Result<_, _>>()?;
+    let declared = Arc::new(declared_methods(&config)?);
     if config.keys.is_empty() {
         tracing::warn!("no [[keys]] configured: the endpoint is open to anyone who can reach it");
     }
@@ -134,6 +158,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
                     metrics: metrics[id.min(metrics.len() - 1)].clone(),
                     admin: (id == 0).then(|| shard_view.clone()),
                     solana: solana.clone(),
+                    declared: declared.clone(),
                 };
                 async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
             })
@@ -182,6 +207,8 @@ struct Shared {
     admin: Option<Arc<AdminView>>,
     /// What all shards share of each solana-magic network, by network index.
     solana: Vec<Option<Arc<SolanaNet>>>,
+    /// Each network's declared methods (checked once, at start-up).
+    declared: Arc<Vec<Declared>>,
 }
 
 /// Gives the probers a moment to verify chain ids before clients arrive, so the first requests do not
@@ -394,6 +421,12 @@ fn build_shard(
                 .then(|| Duration::from_millis(config.limits.upstream_ws_ping_ms)),
             shutdown: shutdown.clone(),
             solana: n.kind == NetworkKind::SolanaMagic,
+            declared: shared.declared[index].clone(),
+            submit: SubmitLimits {
+                lookup: Duration::from_millis(config.limits.write_lookup_ms),
+                sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
+                sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
+            },
         }));
         not_served.push(None);
     }

@@ -89,6 +89,10 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
             std::process::exit(1);
         }
     };
+    if let Err(e) = prism::app::declared_methods(&config) {
+        eprintln!("{}: {e}", path.display());
+        std::process::exit(1);
+    }
     let providers: usize = config.networks.iter().map(|n| n.providers.len()).sum();
     println!(
         "ok: {} ({} network(s), {} provider(s), {} key(s))",

@@ -144,6 +144,14 @@ pub struct Limits {
     pub max_subscriptions_per_connection: usize,
     /// Client subscriptions open on one shard across all its connections.
     pub max_subscriptions_per_shard: usize,
+    /// Kept at the end of a transaction submission's deadline to look it up by its hash (or signature) when
+    /// its answer is lost after sending; at most a third of the deadline.
+    pub write_lookup_ms: u64,
+    /// How long `eth_sendRawTransactionSync` waits for its receipt when the call names no timeout; a
+    /// timeout it names is honoured up to `limits.sync_submit_max_ms`.
+    pub sync_submit_timeout_ms: u64,
+    /// The longest wait an `eth_sendRawTransactionSync` call may ask for.
+    pub sync_submit_max_ms: u64,
 }
 
 impl Default for Limits {
@@ -168,6 +176,9 @@ impl Default for Limits {
             max_answer_bytes: 64 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             max_subscriptions_per_shard: 10_000,
+            write_lookup_ms: 1_500,
+            sync_submit_timeout_ms: 10_000,
+            sync_submit_max_ms: 60_000,
         }
     }
 }
@@ -292,7 +303,20 @@ pub struct Network {
     /// Solana magic router: the ER used for records whose authority is the default pubkey.
     #[serde(default)]
     pub default_er: Option<String>,
+    /// Methods this network's providers serve that Prism's table does not know. Unknown methods are sent
+    /// once (they may change state); declared reads are retried and joined, declared writes sent once.
+    #[serde(default)]
+    pub methods: DeclaredMethods,
     pub providers: Vec<Provider>,
+}
+
+/// `[networks.methods]`: `read = [...]`, `write = [...]` (checked by `prism check`: a known submission
+/// cannot be declared a read).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeclaredMethods {
+    pub read: Vec<String>,
+    pub write: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -87,8 +87,16 @@ impl Config {
                 "limits.max_subscriptions_per_shard",
                 l.max_subscriptions_per_shard as u64,
             ),
+            ("limits.sync_submit_timeout_ms", l.sync_submit_timeout_ms),
+            ("limits.sync_submit_max_ms", l.sync_submit_max_ms),
         ] {
             positive(name, v)?;
+        }
+        if l.sync_submit_timeout_ms > l.sync_submit_max_ms {
+            return Err(ConfigError::invalid(
+                "limits.sync_submit_timeout_ms",
+                "must not exceed limits.sync_submit_max_ms",
+            ));
         }
         if l.max_header_bytes < 256 {
             return Err(ConfigError::invalid("limits.max_header_bytes", "must be at least 256"));

@@ -639,6 +639,44 @@ fn rpc_verdict(e: &ErrorText, is_write: bool) -> Verdict {
     }
 }
 
+/// What a node's error to a transaction submission says about that very transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmissionSays {
+    /// It is already in the node's pool (or chain): "already known", "known transaction", ALREADY_EXISTS.
+    AlreadyKnown,
+    /// The sender's nonce moved past it: this transaction, or another with its nonce, landed.
+    NonceTooLow,
+    Other,
+}
+
+/// Reads a submission's error value (`{"code":..,"message":..}` bytes) for [`SubmissionSays`].
+pub fn submission_says(error: &[u8]) -> SubmissionSays {
+    let e = ErrorText::from_bytes(error);
+    let t = e.text.as_str();
+    let known = t.contains("already known")
+        || t.contains("alreadyknown") // Nethermind
+        || (t.contains("known transaction") && !t.contains("unknown transaction")) // Besu, OpenEthereum
+        || t.contains("already imported")
+        || t.contains("already_exists") // gRPC-style gateways
+        || t.contains("transaction already exists")
+        || t.contains("tx already exist")
+        || t.contains("already in the mempool")
+        || t.contains("already in mempool")
+        || t.contains("already in the pool");
+    if known {
+        return SubmissionSays::AlreadyKnown;
+    }
+    let low = t.contains("nonce too low")
+        || t.contains("nonce is too low")
+        || t.contains("oldnonce") // Nethermind
+        || t.contains("nonce has already been used")
+        || e.code == Some(-38010);
+    if low {
+        return SubmissionSays::NonceTooLow;
+    }
+    SubmissionSays::Other
+}
+
 /// Which rule decides `error` (for tests and diagnostics): its index in [`RPC_RULES`], or `None` for the
 /// default.
 pub fn matching_rule(error: &[u8]) -> Option<usize> {

@@ -3,9 +3,12 @@
 //! came; only the id is Prism's on the way out and the client's on the way back (the edge splices it).
 //!
 //! Safety rules: reads may be retried on the next-best provider (backoff with full jitter, inside the
-//! deadline); a write goes to exactly one upstream once: it moves to another provider only when not one
-//! byte of it can have been sent, and a write that timed out after sending returns a distinct error
-//! carrying the transaction hash.
+//! deadline); a write (and any method the table does not know) goes to exactly one upstream once. A
+//! provider that answered (any HTTP status, 429 included, any JSON-RPC error) has seen it: it ends there and
+//! that answer goes back. It moves to another provider only when not one byte of it can have been sent
+//! (connect refused). Throttled providers are parked, and routing keeps writes away from them before they
+//! are sent. A write whose answer is lost after sending returns a distinct error carrying the transaction
+//! hash; `core::submit` first looks the hash up.
 //!
 //! Blame needs evidence: an error no classifier rule knows, in a well-formed answer to a read, is asked
 //! once of another provider (a second opinion). A result there blames the first provider (its breaker
@@ -31,10 +34,11 @@ use super::canon::canonical_key;
 use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use super::dedupe::Role;
 use super::marks::MarkKey;
-use super::methods::{block_ref, lookup, BlockRef, HeadHint, Kind, MethodInfo};
+use super::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
+use super::submit::{submit, Submission};
 use super::txhash::raw_tx_hash;
 
 /// The answer to one call.
@@ -69,10 +73,10 @@ pub enum ProxyError {
         provider: String,
         why: InvalidResponse,
     },
-    /// A write was sent and then timed out: it may or may not have landed.
+    /// A write was sent and its answer lost (timeout, reset, broken answer): it may or may not have landed.
     WriteOutcomeUnknown {
         provider: String,
-        tx_hash: Option<String>,
+        tx: TxRef,
     },
     /// The method cannot be served this way (e.g. subscriptions over HTTP).
     Unsupported(&'static str),
@@ -99,6 +103,19 @@ impl ProxyError {
 /// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
 pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
 
+/// What a client can poll for a write whose answer was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxRef {
+    /// The transaction hash Prism computed from the raw bytes (`data.txHash`).
+    Hash(String),
+    /// A Solana transaction's first signature (`data.signature`).
+    Signature(String),
+    /// A known submission whose hash only the node knows (`eth_sendTransaction`): `data.txHash` is null.
+    Unknown,
+    /// A method the table does not know, sent once because it may change state.
+    Method,
+}
+
 impl std::fmt::Display for ProxyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -110,8 +127,11 @@ impl std::fmt::Display for ProxyError {
             ProxyError::Transport { error, .. } => write!(f, "Upstream error: {error}"),
             ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
             ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),
+            ProxyError::WriteOutcomeUnknown { tx: TxRef::Method, .. } => f.write_str(
+                "The call was cut off after it was sent (timeout or lost connection) and was not sent again: Prism does not know this method, so it may change state and may have taken effect (declare it in the network's methods.read if it is a read)",
+            ),
             ProxyError::WriteOutcomeUnknown { .. } => f.write_str(
-                "Transaction submission was cut off after it was sent (timeout or lost connection); it may have landed: poll its hash, do not resend blindly",
+                "Transaction submission was cut off after it was sent (timeout or lost connection) and no provider knows it yet; it may still land: poll its hash, do not resend blindly",
             ),
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
             ProxyError::Rejected { message, .. } => f.write_str(message),
@@ -149,7 +169,7 @@ pub async fn forward(
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
-    let info = lookup(&call.method);
+    let info = route.declared.lookup(&call.method);
     match info.kind {
         Kind::Local => {
             if let Some(answer) = local_answer(route, &call.method) {
@@ -161,6 +181,12 @@ pub async fn forward(
                 "Subscriptions need a WebSocket connection (eth_subscribe over HTTP is not possible)",
             ))
         }
+        Kind::Write => {
+            if let Some(kind) = Submission::of(&call.method) {
+                return submit(route, call, info, kind, caller, deadline, ids).await;
+            }
+        }
+        Kind::Unknown => route.recorder.metrics().unknown_method(),
         _ => {}
     }
     if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
@@ -318,7 +344,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         caller: &'r Caller,
         deadline: Instant,
     ) -> Self {
-        let write = info.kind == Kind::Write;
+        let write = info.kind.sent_once();
         let block = block_ref(&info, call.params);
         let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
         let mark = route.live.marks.get(caller.mark);
@@ -351,6 +377,14 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 stalled: 0,
             },
         }
+    }
+
+    /// What the client can poll if this write's answer is lost.
+    fn tx_ref(&self) -> TxRef {
+        if self.info.kind == Kind::Unknown {
+            return TxRef::Method;
+        }
+        raw_tx_hash(self.call.params).map_or(TxRef::Unknown, TxRef::Hash)
     }
 
     fn max_attempts(&self) -> u32 {
@@ -471,8 +505,9 @@ impl<'r, 'c> Attempts<'r, 'c> {
                         key,
                         answer,
                     };
-                    // Filters live on one provider: nobody else can say anything about them.
-                    if !more || self.info.kind == Kind::Filter {
+                    // Filters live on one provider: nobody else can say anything about them. A write is
+                    // never asked twice (the classifier gives writes no unknown errors; this is the backstop).
+                    if !more || self.write || self.info.kind == Kind::Filter {
                         return self.undisputed(d, Settled::Alone);
                     }
                     route.blame.begin(key, now_ms());
@@ -484,12 +519,12 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     sent,
                     retry_class,
                     node_answer,
-                    class,
+                    class: _,
                 } => {
                     if self.write {
-                        // Rate limited or out of quota: the provider refused it, nothing landed there.
-                        let refused = matches!(class, Class::Throttled | Class::QuotaExhausted);
-                        if sent && !refused {
+                        // The provider answered (a 429 too: it has seen the write, and "rate limited"
+                        // does not prove it was dropped): the write ends there, with that answer.
+                        if sent {
                             return match (error, node_answer) {
                                 (_, Some(answer)) => answer,
                                 // The bytes went out and the answer was lost (timeout, reset, a broken
@@ -498,14 +533,13 @@ impl<'r, 'c> Attempts<'r, 'c> {
                                 | (ProxyError::BadResponse { provider, .. }, _) => {
                                     CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
                                         provider,
-                                        tx_hash: raw_tx_hash(self.call.params),
+                                        tx: self.tx_ref(),
                                     })
                                 }
                                 (e, _) => CallOutcome::Failed(e),
                             };
                         }
-                        // Not one byte left Prism, or the provider refused it: another provider still makes
-                        // it exactly once.
+                        // Not one byte left Prism: another provider still makes it exactly once.
                         last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
                         continue;
                     }

@@ -1,5 +1,10 @@
 //! The method table: every EVM method Prism knows, what kind of call it is, what its answer reveals about
-//! the chain head, and whether its answer can ever be cached. Unknown methods are forwarded as reads.
+//! the chain head, and whether its answer can ever be cached.
+//!
+//! Safe by default: a method the table does not know may change state (a vendor's submission, a bundler's
+//! user operation, a sequencer's express lane), so it is sent once, like a write: never retried after its
+//! bytes left, never joined, hedged or cached. Operators declare their vendor reads (and writes) per network
+//! (`[[networks]] methods.read / methods.write`, see [`Declared`]).
 
 use crate::jsonscan::{nth_element, plain_str};
 
@@ -16,6 +21,9 @@ pub enum Kind {
     Filter,
     /// Answered by Prism itself.
     Local,
+    /// Not in the table and not declared: handled like a write (one upstream, once; never retried after
+    /// bytes left, joined or cached), but with no transaction hash to look up when its answer is lost.
+    Unknown,
 }
 
 /// The latency family a call belongs to: providers are scored per family, so one slow on wide `eth_getLogs`
@@ -89,8 +97,16 @@ use HeadHint::{BlockNumberField, ResultIsHead};
 use Kind::*;
 
 const READ: MethodInfo = info(Read, Light, HeadHint::None, None, false);
+const SUBMIT: MethodInfo = info(Write, Submit, HeadHint::None, None, false);
+/// Not in the table: sent once. Scored with execution-like calls (vendor methods mostly are).
+pub const UNKNOWN: MethodInfo = info(Unknown, Execute, HeadHint::None, None, false);
+/// An operator's declared read: retried and joined like any read, never cached (Prism cannot tell when
+/// its answer is final), scored with execution-like calls.
+pub const DECLARED_READ: MethodInfo = info(Read, Execute, HeadHint::None, None, false);
+/// An operator's declared write.
+pub const DECLARED_WRITE: MethodInfo = SUBMIT;
 
-/// Looks a method up; anything unknown is a read.
+/// Looks a method up in the EVM table; anything it does not know is [`UNKNOWN`].
 pub fn lookup(method: &str) -> MethodInfo {
     match method {
         "eth_blockNumber" => info(Read, Light, ResultIsHead, None, false),
@@ -132,16 +148,42 @@ pub fn lookup(method: &str) -> MethodInfo {
         | "eth_accounts"
         | "eth_mining"
         | "eth_hashrate"
-        | "eth_coinbase" => READ,
+        | "eth_coinbase"
+        | "eth_getWork"
+        | "eth_pendingTransactions"
+        | "eth_getRawTransactionByHash"
+        | "eth_getTransactionBySenderAndNonce"
+        | "eth_getHeaderByHash"
+        | "eth_getHeaderByNumber"
+        | "rpc_modules"
+        | "txpool_content"
+        | "txpool_contentFrom"
+        | "txpool_inspect"
+        | "txpool_status"
+        // ERC-4337 bundler reads.
+        | "eth_supportedEntryPoints"
+        | "eth_getUserOperationByHash"
+        | "eth_getUserOperationReceipt" => READ,
+        "eth_estimateUserOperationGas" => info(Read, Execute, HeadHint::None, None, false),
+        "eth_simulateV1" | "eth_callMany" => info(Read, Execute, HeadHint::None, Some(1), false),
         "eth_sendRawTransaction"
+        | "eth_sendRawTransactionSync"
         | "eth_sendTransaction"
         | "eth_sendRawTransactionConditional"
+        | "eth_sendUserOperation"
         | "eth_sendBundle"
         | "eth_sendPrivateTransaction"
+        | "eth_sendPrivateRawTransaction"
+        | "eth_cancelPrivateTransaction"
         | "eth_submitWork"
         | "eth_submitHashrate"
         | "eth_sign"
-        | "eth_signTransaction" => info(Write, Submit, HeadHint::None, None, false),
+        | "eth_signTransaction"
+        | "eth_signTypedData"
+        | "eth_signTypedData_v3"
+        | "eth_signTypedData_v4"
+        | "personal_sign"
+        | "personal_sendTransaction" => SUBMIT,
         "eth_subscribe" | "eth_unsubscribe" => info(Subscription, Light, HeadHint::None, None, false),
         "eth_newFilter"
         | "eth_newBlockFilter"
@@ -158,8 +200,11 @@ pub fn lookup(method: &str) -> MethodInfo {
             };
             info(Read, Trace, HeadHint::None, block, false)
         }
-        m if m.starts_with("eth_submit") => info(Write, Submit, HeadHint::None, None, false),
-        _ => READ,
+        // Arbitrum's traces (pre-Nitro blocks) and Otterscan's reads.
+        m if m.starts_with("arbtrace_") || m.starts_with("ots_") => info(Read, Trace, HeadHint::None, None, false),
+        // Timeboost's express lane and its auction: submissions.
+        m if m.starts_with("eth_submit") || m.starts_with("timeboost_") || m.starts_with("auctioneer_") => SUBMIT,
+        _ => UNKNOWN,
     }
 }
 
@@ -202,7 +247,9 @@ pub const KNOWN_METHODS: &[&str] = &[
     "eth_protocolVersion",
     "eth_accounts",
     "eth_sendRawTransaction",
+    "eth_sendRawTransactionSync",
     "eth_sendTransaction",
+    "eth_sendUserOperation",
     "eth_sendRawTransactionConditional",
     "eth_sendBundle",
     "eth_subscribe",
@@ -230,9 +277,108 @@ pub fn method_index(method: &str) -> usize {
     index.get(method).copied().unwrap_or(KNOWN_METHODS.len())
 }
 
-/// Shorthand for the exactly-once rule.
+/// Shorthand for the exactly-once rule: a known write, or a method the table does not know.
 pub fn is_write(method: &str) -> bool {
-    lookup(method).kind == Kind::Write
+    matches!(lookup(method).kind, Kind::Write | Kind::Unknown)
+}
+
+impl Kind {
+    /// Sent to one upstream once: a known write or an unknown method.
+    pub fn sent_once(self) -> bool {
+        matches!(self, Kind::Write | Kind::Unknown)
+    }
+}
+
+/// Methods an operator declared for one network (`[[networks]] methods.read` and `methods.write`): a
+/// declared write is sent once even if the table says read; a declared read is retried and joined where
+/// the table does not know it. A known submission can never be declared a read (see [`Declared::new`]).
+#[derive(Debug, Default, Clone)]
+pub struct Declared {
+    reads: ahash::AHashSet<Box<str>>,
+    writes: ahash::AHashSet<Box<str>>,
+}
+
+/// Why a declaration was refused: the field and the message, for `prism check` and start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct DeclaredError {
+    pub field: String,
+    pub message: String,
+}
+
+impl Declared {
+    /// Checks and builds one network's declarations. `table` is the network's own method table (the EVM
+    /// one, or the Solana router's), `at` the network's config path (`networks[0]`).
+    pub fn new(
+        at: &str,
+        reads: &[String],
+        writes: &[String],
+        table: impl Fn(&str) -> MethodInfo,
+    ) -> Result<Declared, DeclaredError> {
+        let err = |list: &str, i: usize, message: String| DeclaredError {
+            field: format!("{at}.methods.{list}[{i}]"),
+            message,
+        };
+        let mut out = Declared::default();
+        for (list, names) in [("read", reads), ("write", writes)] {
+            for (i, name) in names.iter().enumerate() {
+                let plausible = !name.is_empty()
+                    && name.len() <= 128
+                    && name.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+                if !plausible {
+                    return Err(err(
+                        list,
+                        i,
+                        format!("{name:?} is not a method name (1-128 printable ASCII characters, no quotes)"),
+                    ));
+                }
+                let set = if list == "read" {
+                    &mut out.reads
+                } else {
+                    &mut out.writes
+                };
+                if !set.insert(name.as_str().into()) {
+                    return Err(err(list, i, format!("{name} is listed twice")));
+                }
+            }
+        }
+        for (i, name) in reads.iter().enumerate() {
+            if out.writes.contains(name.as_str()) {
+                return Err(err("read", i, format!("{name} is declared both a read and a write")));
+            }
+            if table(name).kind == Kind::Write {
+                return Err(err(
+                    "read",
+                    i,
+                    format!("{name} submits transactions: it is sent to exactly one upstream once and cannot be declared a read"),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty()
+    }
+
+    /// `table`'s answer for `method`, with this network's declarations applied.
+    pub fn apply(&self, method: &str, table: MethodInfo) -> MethodInfo {
+        if self.is_empty() {
+            return table;
+        }
+        if self.writes.contains(method) {
+            return DECLARED_WRITE;
+        }
+        if table.kind == Kind::Unknown && self.reads.contains(method) {
+            return DECLARED_READ;
+        }
+        table
+    }
+
+    /// The EVM table with this network's declarations applied.
+    pub fn lookup(&self, method: &str) -> MethodInfo {
+        self.apply(method, lookup(method))
+    }
 }
 
 /// The block a state read targets, as far as routing cares.
@@ -291,10 +437,51 @@ mod tests {
         assert_eq!(lookup("eth_getFilterChanges").kind, Filter);
         assert_eq!(lookup("eth_subscribe").kind, Subscription);
         assert_eq!(lookup("eth_chainId").kind, Local);
-        assert_eq!(lookup("some_unknownMethod").kind, Read);
+        assert_eq!(lookup("some_unknownMethod").kind, Unknown);
+        for m in [
+            "eth_sendRawTransactionSync",
+            "eth_sendUserOperation",
+            "timeboost_sendExpressLaneTransaction",
+            "auctioneer_submitBid",
+            "eth_signTypedData_v4",
+        ] {
+            assert_eq!(lookup(m).kind, Write, "{m}");
+        }
+        assert!(is_write("alchemy_getTokenBalances"), "unknown methods are sent once");
         assert_eq!(lookup("eth_getLogs").family, Logs);
         assert_eq!(lookup("debug_traceTransaction").family, Trace);
         assert!(is_write("eth_sendRawTransaction") && !is_write("eth_call"));
+    }
+
+    #[test]
+    fn declarations_apply_over_the_table_and_never_make_a_submission_a_read() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let d = Declared::new(
+            "networks[0]",
+            &names(&["alchemy_getTokenBalances"]),
+            &names(&["eth_call"]),
+            lookup,
+        )
+        .unwrap();
+        assert_eq!(d.lookup("alchemy_getTokenBalances").kind, Read);
+        assert_eq!(d.lookup("eth_call").kind, Write, "a declared write wins over the table");
+        assert_eq!(d.lookup("vendor_other").kind, Unknown);
+        assert_eq!(d.lookup("eth_getBalance"), lookup("eth_getBalance"));
+        let e = Declared::new(
+            "networks[1]",
+            &names(&["eth_getBalance", "eth_sendRawTransaction"]),
+            &[],
+            lookup,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "networks[1].methods.read[1]");
+        assert!(e.message.contains("cannot be declared a read"), "{e}");
+        let e = Declared::new("networks[0]", &names(&["x_y"]), &names(&["x_y"]), lookup).unwrap_err();
+        assert!(e.message.contains("both"), "{e}");
+        let e = Declared::new("networks[0]", &names(&["a b"]), &[], lookup).unwrap_err();
+        assert!(e.message.contains("not a method name"), "{e}");
+        let e = Declared::new("networks[0]", &[], &names(&["w", "w"]), lookup).unwrap_err();
+        assert_eq!(e.field, "networks[0].methods.write[1]");
     }
 
     #[test]

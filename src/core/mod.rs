@@ -13,6 +13,7 @@ pub mod methods;
 pub mod route;
 pub mod router;
 pub mod state;
+pub mod submit;
 pub mod subs;
 pub mod txhash;
 

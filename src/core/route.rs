@@ -12,9 +12,10 @@ use super::breaker::Transition;
 use super::cache::ResultCache;
 use super::classify::Class;
 use super::dedupe::InFlight;
-use super::methods::Family;
+use super::methods::{Declared, Family};
 use super::router::ProviderStatic;
 use super::state::NetworkLive;
+use super::submit::SubmitLimits;
 use super::subs::SubHub;
 use crate::config::Endpoint;
 use crate::config::RetryPolicy;
@@ -142,6 +143,10 @@ pub struct NetworkRoute {
     /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
     /// each ER run their own clocks), so they feed no drift.
     pub solana: bool,
+    /// The methods this network's config declares reads or writes, applied over the method table.
+    pub declared: Declared,
+    /// Deadlines of transaction submissions and their lookups.
+    pub submit: SubmitLimits,
 }
 
 impl NetworkRoute {

@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::reply::{write_answer, write_error};
-use crate::core::forward::write_json_str;
+use crate::core::forward::{write_json_str, TxRef};
 use crate::core::methods::method_index;
 use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
 use crate::solana::SolanaRoute;
@@ -240,13 +240,20 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
             d.extend_from_slice(itoa::Buffer::new().format(*retry_after_ms).as_bytes());
             d.push(b'}');
         }
-        ProxyError::WriteOutcomeUnknown { provider, tx_hash } => {
+        ProxyError::WriteOutcomeUnknown { provider, tx } => {
             d.extend_from_slice(br#"{"provider":"#);
             write_json_str(&mut d, provider);
-            d.extend_from_slice(br#","txHash":"#);
-            match tx_hash {
-                Some(h) => write_json_str(&mut d, h),
-                None => d.extend_from_slice(b"null"),
+            match tx {
+                TxRef::Hash(h) => {
+                    d.extend_from_slice(br#","txHash":"#);
+                    write_json_str(&mut d, h);
+                }
+                TxRef::Signature(s) => {
+                    d.extend_from_slice(br#","signature":"#);
+                    write_json_str(&mut d, s);
+                }
+                TxRef::Unknown => d.extend_from_slice(br#","txHash":null"#),
+                TxRef::Method => {}
             }
             d.extend_from_slice(br#","sent":true}"#);
         }

@@ -6,6 +6,7 @@
 //! - `net`: what all shards share (which providers are which side; signature and blockhash memories).
 //! - `table` + `sync`: this shard's delegation table, fetched over HTTP and kept fresh by base-layer
 //!   `accountSubscribe`; a lost subscription puts its accounts in limbo until refetched.
+//! - `methods`: which calls are reads, submissions, or unknown (sent once).
 //! - `router`: method routing, request splitting and answer merging.
 //! - `ws`: client WebSocket subscriptions that follow an account across delegation changes.
 //!
@@ -14,6 +15,7 @@
 
 pub mod base58;
 pub mod memo;
+pub mod methods;
 pub mod net;
 pub mod pubkey;
 pub mod record;

@@ -23,11 +23,13 @@ use super::sync::READ;
 use super::table::Status;
 use super::tx::{decode_payload, lookup_table_addresses, Encoding, Transaction};
 use super::SolanaRoute;
-use crate::core::forward::{write_json_str, CallOutcome, Caller, ProxyError};
+use crate::core::forward::{write_json_str, CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::marks::MarkKey;
-use crate::core::methods::{Family, HeadHint, Kind, MethodInfo};
+use crate::core::methods::MethodInfo;
+use crate::core::submit::send_deadline;
 use crate::edge::envelope::Call;
 use crate::jsonscan::{elements, nth_element, object_field, plain_str};
+use crate::telemetry::metrics::Submitted;
 
 /// `getMultipleAccounts` accepts at most this many keys (as validators do).
 pub const MAX_MULTIPLE_ACCOUNTS: usize = 100;
@@ -41,18 +43,7 @@ const UNSUPPORTED: &[&str] = &[
     "getTokenLargestAccounts",
 ];
 
-const SUBMIT: MethodInfo = MethodInfo {
-    kind: Kind::Write,
-    family: Family::Submit,
-    head: HeadHint::None,
-    block_param: None,
-    cacheable: false,
-};
-
-const SIMULATE: MethodInfo = MethodInfo {
-    family: Family::Execute,
-    ..READ
-};
+use super::methods::{EXECUTE as SIMULATE, SUBMIT};
 
 /// Answers one call on a solana-magic network.
 pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, deadline: Instant) -> CallOutcome {
@@ -93,9 +84,12 @@ pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, dea
         m if m.ends_with("Subscribe") || m.ends_with("Unsubscribe") => CallOutcome::Failed(ProxyError::Unsupported(
             "Subscriptions need a WebSocket connection",
         )),
-        "requestAirdrop" => sol.call_on(Dest::Base, SUBMIT, method, params, caller, deadline).await,
-        // getSlot, getSupply, getLeaderSchedule, getVersion, getHealth, getIdentity and anything unlisted.
-        _ => sol.call_on(Dest::Base, READ, method, params, caller, deadline).await,
+        // getSlot, getSupply, getLeaderSchedule, getVersion, getHealth, getIdentity, requestAirdrop,
+        // sendBundle, and anything unlisted: the table (with the network's declarations) says how.
+        _ => {
+            let info = sol.route.declared.apply(method, super::methods::lookup(method));
+            sol.call_on(Dest::Base, info, method, params, caller, deadline).await
+        }
     }
 }
 
@@ -550,21 +544,87 @@ async fn transaction(
         .map(|(k, _)| *k)
         .collect();
     let watch = join_all(delegating.iter().map(|k| sol.watch_confirmed(*k, deadline)));
-    let forward = sol.call_on(dest, info, method, params, caller, deadline);
-    let (mut out, _) = futures_lite::future::zip(forward, watch).await;
     let signature = tx.signature();
-    if send {
-        if let (Some(sig), Some(_)) = (&signature, result_of(&out)) {
+    // A submission keeps time to look its signature up if the answer is lost.
+    let send_by = match (send, &signature) {
+        (true, Some(_)) => send_deadline(deadline, sol.route.submit.lookup),
+        _ => deadline,
+    };
+    let forward = sol.call_on(dest, info, method, params, caller, send_by);
+    let (mut out, _) = futures_lite::future::zip(forward, watch).await;
+    if !send {
+        return out;
+    }
+    let Some(sig) = signature else { return out };
+    let remember = |out: &CallOutcome| {
+        if result_of(out).is_some() || matches!(out, CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { .. })) {
             sol.net.signatures.put(sig.as_str(), dest.code());
         }
-        if let CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { tx_hash, .. }) = &mut out {
-            *tx_hash = signature.clone();
-            if let Some(sig) = &signature {
-                sol.net.signatures.put(sig.as_str(), dest.code());
+    };
+    match &mut out {
+        // Lost after sending: the side it went to is asked for its status (reads only, never a resend).
+        CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { tx, .. }) => {
+            if signature_landed(sol, dest, &sig, caller, deadline).await {
+                sol.route.recorder.metrics().submitted(Submitted::LostFound);
+                out = signature_answer(&sig);
+            } else {
+                sol.route.recorder.metrics().submitted(Submitted::LostUnresolved);
+                *tx = TxRef::Signature(sig.clone());
             }
         }
+        // The node already has it: the client's intent holds.
+        CallOutcome::Answer {
+            body,
+            value,
+            is_error: true,
+        } if already_processed(&body[value.clone()]) => {
+            sol.route.recorder.metrics().submitted(Submitted::AlreadyKnown);
+            out = signature_answer(&sig);
+        }
+        _ => {}
     }
+    remember(&out);
     out
+}
+
+/// `"<signature>"`: what `sendTransaction` answers.
+fn signature_answer(sig: &str) -> CallOutcome {
+    local(format!("\"{sig}\"").into_bytes())
+}
+
+/// Agave's preflight answer to a transaction it has already seen ("This transaction has already been
+/// processed", `AlreadyProcessed`).
+fn already_processed(error: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&error[..error.len().min(4096)]).to_ascii_lowercase();
+    text.contains("already been processed") || text.contains("alreadyprocessed")
+}
+
+/// Polls `getSignatureStatuses` on `dest` until `deadline`: whether the side knows the signature.
+async fn signature_landed(sol: &Rc<SolanaRoute>, dest: Dest, sig: &str, caller: &Caller, deadline: Instant) -> bool {
+    const GAP: std::time::Duration = std::time::Duration::from_millis(100);
+    let params = format!("[[\"{sig}\"],{{\"searchTransactionHistory\":false}}]");
+    loop {
+        let out = sol
+            .call_on(
+                dest,
+                READ,
+                "getSignatureStatuses",
+                Some(params.as_bytes()),
+                caller,
+                deadline,
+            )
+            .await;
+        let status = result_of(&out)
+            .and_then(|r| object_field(r, "value"))
+            .and_then(|v| nth_element(v, 0));
+        if status.is_some_and(|s| s.first() == Some(&b'{')) {
+            return true;
+        }
+        if Instant::now() + GAP >= deadline {
+            return false;
+        }
+        crate::runtime::sleep(GAP).await;
+    }
 }
 
 /// Every side, base layer first.

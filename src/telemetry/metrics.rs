@@ -96,6 +96,24 @@ pub struct ShardMetrics {
     solana: [std::sync::atomic::AtomicI64; 5],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
     settled: [AtomicU64; 7],
+    /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
+    /// [`Submitted`].
+    submitted: [AtomicU64; 4],
+    /// Calls of methods the table does not know (sent once, as writes are).
+    unknown_methods: AtomicU64,
+}
+
+/// How a submission's unsure answer was settled (see `core::submit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// The answer was lost after sending; a lookup found the transaction: answered as a success.
+    LostFound = 0,
+    /// The answer was lost and no provider knew the transaction: -32098.
+    LostUnresolved = 1,
+    /// The node said "already known": answered with the hash.
+    AlreadyKnown = 2,
+    /// "nonce too low", and a lookup found this very transaction mined: answered as a success.
+    MinedBefore = 3,
 }
 
 /// How an error the classifier does not know (on a read) was settled.
@@ -160,7 +178,17 @@ impl ShardMetrics {
             ws: Default::default(),
             solana: Default::default(),
             settled: Default::default(),
+            submitted: Default::default(),
+            unknown_methods: AtomicU64::new(0),
         }
+    }
+
+    pub fn submitted(&self, how: Submitted) {
+        self.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn unknown_method(&self) {
+        self.unknown_methods.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn settled(&self, how: Settled) {
@@ -433,6 +461,29 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             settled(3 + i)
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP prism_submissions_settled_total Transaction submissions whose first answer left the client unsure (lost after sending, already known, nonce too low), by how Prism settled it with reads.\n# TYPE prism_submissions_settled_total counter"
+    );
+    for (i, how) in ["lost_found", "lost_unresolved", "already_known", "mined_before"]
+        .iter()
+        .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "prism_submissions_settled_total{{how=\"{how}\"}} {}",
+            sum(shards, |s| s.submitted[i].load(Ordering::Relaxed))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP prism_unknown_method_calls_total Calls of methods Prism's table does not know: sent once, never retried after sending, joined or cached (declare reads in [networks.methods]).\n# TYPE prism_unknown_method_calls_total counter"
+    );
+    let _ = writeln!(
+        out,
+        "prism_unknown_method_calls_total {}",
+        sum(shards, |s| s.unknown_methods.load(Ordering::Relaxed))
+    );
     let ws = |i: usize| shards.iter().map(|s| s.ws[i].load(Ordering::Relaxed)).sum::<i64>();
     let _ = writeln!(
         out,

@@ -631,3 +631,35 @@ fn no_rule_is_shadowed_by_an_earlier_one() {
     }
     assert!(dead.is_empty(), "{}", dead.join("\n"));
 }
+
+#[test]
+fn what_a_submission_error_says_about_its_transaction() {
+    use SubmissionSays::*;
+    for (code, message, says) in [
+        (-32000, "already known", AlreadyKnown),     // geth, Erigon
+        (-32010, "Known transaction", AlreadyKnown), // Besu
+        (-32010, "AlreadyKnown", AlreadyKnown),      // Nethermind
+        (
+            -32000,
+            "Transaction with the same hash was already imported.",
+            AlreadyKnown,
+        ), // OpenEthereum
+        (
+            -32000,
+            "rpc error: code = ALREADY_EXISTS desc = tx already in mempool",
+            AlreadyKnown,
+        ),
+        (-32000, "nonce too low: next nonce 8, tx nonce 7", NonceTooLow),
+        (-38010, "Transactions nonce is too low", NonceTooLow),
+        (
+            -32000,
+            "OldNonce, Current nonce: 8, nonce of rejected tx: 7",
+            NonceTooLow,
+        ),
+        (-32000, "replacement transaction underpriced", Other),
+        (-32000, "unknown transaction type", Other),
+        (-32000, "insufficient funds for gas * price + value", Other),
+    ] {
+        assert_eq!(submission_says(&rpc(code, message)), says, "{code} {message}");
+    }
+}
