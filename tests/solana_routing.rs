@@ -642,6 +642,29 @@ fn a_transaction_whose_er_fails_is_sent_once_and_never_elsewhere() {
     );
 }
 
+#[test]
+fn a_transaction_whose_answer_is_lost_is_looked_up_on_its_side_and_never_resent() {
+    let m = Magic::start_with(false, |b| b.limit("request_deadline_ms", 2000));
+    delegated(&m, "alice", &pk("er1_identity"));
+    // The ER takes the transaction, then the connection dies before the answer.
+    m.er1.lose_answers("sendTransaction", true);
+    let v = send(&m, "write_alice_er", true);
+    let sig = m.er1.signatures();
+    assert_eq!(sig.len(), 1, "the ER took it");
+    assert_eq!(v["result"], json!(sig[0]), "its status on the ER says it landed: {v}");
+    assert!(m.er1.count("getSignatureStatuses") >= 1, "looked up on the ER");
+    assert_eq!(m.base.count("getSignatureStatuses"), 0, "not on the other side");
+    assert_eq!(m.er1.count("sendTransaction"), 1, "sent once");
+    assert_eq!(m.base.count("sendTransaction"), 0, "never elsewhere");
+    // When the ER cannot say (its lookups fail), the client gets -32098 with the signature.
+    m.er1.fail_http("getSignatureStatuses", Some(503));
+    let v = send(&m, "write_alice_er", false);
+    assert_eq!(v["error"]["code"], -32098, "{v}");
+    assert_eq!(v["error"]["data"]["signature"], json!(sig[0]), "{v}");
+    assert_eq!(m.er1.count("sendTransaction"), 2, "each call sent once");
+    assert_eq!(m.base.count("sendTransaction"), 0);
+}
+
 // ---- race repair -------------------------------------------------------------------------------------------
 
 #[test]

@@ -237,6 +237,9 @@ struct State {
     notify_accounts: bool,
     /// Single calls of these methods are answered with this HTTP status (counted all the same).
     http_failing: HashMap<String, u16>,
+    /// Calls of these methods are handled (a transaction is taken) but the connection is then closed
+    /// without an answer: a lost answer.
+    lose_answers: std::collections::HashSet<String>,
     /// Delay before a new WebSocket connection is upgraded (a slow handshake).
     ws_accept_delay: Option<Duration>,
 }
@@ -451,6 +454,7 @@ impl SolanaFake {
                 http_status: None,
                 failing: HashMap::new(),
                 delays: HashMap::new(),
+                lose_answers: Default::default(),
                 notify_accounts: true,
                 ws_accept_delay: None,
                 http_failing: HashMap::new(),
@@ -666,6 +670,16 @@ impl SolanaFake {
             Some(s) => g.http_failing.insert(method.to_string(), s),
             None => g.http_failing.remove(method),
         };
+    }
+    /// While `on`, calls of `method` are handled as usual (a transaction is taken and counted) and then the
+    /// connection is closed without an answer.
+    pub fn lose_answers(&self, method: &str, on: bool) {
+        let mut g = self.lock();
+        if on {
+            g.lose_answers.insert(method.to_string());
+        } else {
+            g.lose_answers.remove(method);
+        }
     }
     /// Delays the HTTP answer of `method` (None = no delay).
     pub fn delay_method(&self, method: &str, d: Option<Duration>) {
@@ -1032,11 +1046,13 @@ fn serve_http(stream: TcpStream, inner: Arc<Inner>) {
         if let Some(d) = delay {
             thread::sleep(d);
         }
+        let lost;
         let (status, reply) = {
             let mut g = inner.lock();
             let method = serde_json::from_slice::<Value>(&body)
                 .ok()
                 .and_then(|v| v["method"].as_str().map(str::to_string));
+            lost = method.as_ref().is_some_and(|m| g.lose_answers.contains(m));
             match (g.http_status, method.and_then(|m| g.http_failing.get(&m).copied())) {
                 (Some(s), _) | (None, Some(s)) => {
                     // Still counted: the request reached the node.
@@ -1058,6 +1074,10 @@ fn serve_http(stream: TcpStream, inner: Arc<Inner>) {
                 (None, None) => (200, answer_body(&mut g, &body)),
             }
         };
+        if lost {
+            let _ = out.shutdown(std::net::Shutdown::Both);
+            return;
+        }
         let reason = if status == 200 { "OK" } else { "Error" };
         let ctype = if status == 200 {
             "application/json"

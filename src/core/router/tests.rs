@@ -17,6 +17,7 @@ fn network(n: usize) -> Network {
         cache_depth_blocks: 64,
         delegation_program: None,
         default_er: None,
+        methods: Default::default(),
         providers: (0..n)
             .map(|i| Provider {
                 name: format!("p{i}"),
