@@ -8,6 +8,11 @@
 //! own code, message and data, and counts against no provider (no failed attempt, breakers closed);
 //! `newHeads` arrive in order.
 //!
+//! A lost answer (`tests/evm/lost_answer.mjs`): viem signs a transaction locally and sends it raw through Prism
+//! in front of two relays; the relay it reaches forwards it and then resets the connection. The transaction
+//! is on the node, so Prism finds it by its hash and viem gets the hash, without retrying; it reached the node
+//! once.
+//!
 //! Needs `scripts/deps/evm.sh` (ganache + viem in tests/evm/node_modules, web3.py).
 
 mod support;
@@ -243,6 +248,68 @@ fn web3py_flow_through_prism() {
     assert_eq!(out["reverts"]["failCustom"]["exception"], "ContractCustomError");
 }
 
+/// A real wallet's write whose answer is lost after it left Prism: viem signs locally and calls
+/// `sendRawTransaction` (no client retry); the relay the write reaches forwards it to the node and then resets
+/// the connection (only that request: probes and lookups pass). Prism must not send it again, and must find it
+/// by its hash (`eth_getTransactionByHash`, issue 14), so viem gets the hash as a success and its receipt
+/// follows. Before issue 14 Prism answers `-32098` (outcome unknown) and viem throws.
+#[test]
+fn viem_raw_write_whose_answer_is_lost_is_found_by_hash() {
+    let node = relay::node();
+    let ledger = Ledger::new();
+    let relays: Vec<Relay> = (1..=2).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
+    let mut b = Prism::builder()
+        .limit("request_deadline_ms", 10000)
+        .limit("idle_timeout_ms", 30000)
+        .limit("client_timeout_ms", 10000)
+        .network_option("probe_interval_ms", 200);
+    for r in &relays {
+        b = b.provider_url(&r.url());
+    }
+    let prism = b.start();
+    wait_serving(&prism, &["p1", "p2"]);
+    // Whichever relay the write reaches loses its answer, once.
+    for r in &relays {
+        r.reset_after_next("eth_sendRawTransaction");
+    }
+    let url = format!("http://{}/", prism.addr());
+    let (ok, stdout, stderr) = run_client("node", &["lost_answer.mjs", &url, "3"], Duration::from_secs(60));
+    let out: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("lost_answer.mjs printed no JSON ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}"));
+    println!("viem: {out}");
+    let hash = out["hash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hash: {out}\nstderr:\n{stderr}"))
+        .to_lowercase();
+    let fired: Vec<&str> = relays.iter().filter(|r| !r.trap_armed()).map(Relay::name).collect();
+    assert_eq!(
+        fired.len(),
+        1,
+        "the write's answer was lost at exactly one relay: {fired:?}"
+    );
+    assert_eq!(
+        ledger.count(&hash),
+        1,
+        "tx {hash} forwarded {} times: {:?}",
+        ledger.count(&hash),
+        ledger.duplicates()
+    );
+    assert!(
+        ok && out.get("error").is_none(),
+        "viem's sendRawTransaction (no retry) should get the hash after the answer was lost at {fired:?}; \
+         viem saw {}\nstderr:\n{stderr}",
+        out["error"]
+    );
+    assert_eq!(
+        out["sent"].as_str().map(str::to_lowercase),
+        Some(hash.clone()),
+        "viem got another hash: {out}"
+    );
+    assert_eq!(out["status"], "success", "receipt: {out}");
+    let receipt = node.rpc("eth_getTransactionReceipt", json!([hash]));
+    assert_eq!(receipt["result"]["status"], "0x1", "the node's receipt: {receipt}");
+}
+
 /// The relay itself: forwards to the node, lags on request, counts raw transactions by hash.
 #[test]
 fn relay_forwards_lags_and_counts() {
@@ -274,6 +341,28 @@ fn relay_forwards_lags_and_counts() {
     assert!(v.get("error").is_some(), "{v}");
     assert_eq!(ledger.count(&relay::keccak_hex("0x1234").unwrap()), 1);
     assert_eq!(r.forwarded("eth_sendRawTransaction"), 1);
+
+    // The one-shot trap: other methods pass; the next raw transaction is forwarded and its answer lost; the
+    // one after is answered again.
+    r.reset_after_next("eth_sendRawTransaction");
+    let v = ask(&mut c, &support::call("10", "eth_chainId", "[]"));
+    assert_eq!(v["result"], "0x1237", "{v}");
+    assert!(r.trap_armed());
+    let mut lost = support::Conn::connect(r.addr());
+    let body = support::call("11", "eth_sendRawTransaction", r#"["0x5678"]"#);
+    let answer = lost
+        .send(&support::http::post("/", body.as_bytes()))
+        .and_then(|_| lost.read_response());
+    assert!(
+        answer.is_err(),
+        "the trapped request was answered: {:?}",
+        answer.map(|r| r.describe())
+    );
+    assert!(!r.trap_armed());
+    assert_eq!(ledger.count(&relay::keccak_hex("0x5678").unwrap()), 1);
+    let v = ask(&mut c, &support::call("12", "eth_sendRawTransaction", r#"["0x9abc"]"#));
+    assert!(v.get("error").is_some(), "{v}");
+    assert_eq!(r.forwarded("eth_sendRawTransaction"), 3);
 }
 
 /// Every id Prism sends upstream must survive a JavaScript JSON parser (ganache, hardhat, many gateways):

@@ -9,7 +9,8 @@
 //!   JSON-RPC -32005 body, connection resets (before or after forwarding), hanging after forwarding, a
 //!   lagging head ([`Relay::set_lag`]: `eth_blockNumber`, `"latest"` params and `newHeads` served `k` blocks
 //!   behind, a sudden drop; [`Relay::set_stalled`]: the head frozen where it is, so the lag grows a block at a
-//!   time), and being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]).
+//!   time), being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]), and a one-shot
+//!   trap for one method ([`Relay::reset_after_next`]: only the next request carrying that call loses its answer).
 //! - [`Ledger`]: shared by a set of relays; records every write each relay forwarded to the node
 //!   (`eth_sendRawTransaction` by its keccak256 hash, `eth_sendTransaction` by its params), so a test can
 //!   prove no submission reached the chain twice.
@@ -262,6 +263,8 @@ struct Inner {
     heads_sent: AtomicU64,
     /// The largest numeric JSON-RPC id received over HTTP.
     max_id: AtomicU64,
+    /// Armed by [`Relay::reset_after_next`]: the method whose next forwarded request loses its answer.
+    trap: Mutex<Option<String>>,
 }
 
 /// A fault-injecting relay in front of the dev node. Stopped (listener and every connection) on drop.
@@ -291,6 +294,7 @@ impl Relay {
             ws_accepted: AtomicU64::new(0),
             heads_sent: AtomicU64::new(0),
             max_id: AtomicU64::new(0),
+            trap: Mutex::new(None),
         });
         let r = Relay {
             inner,
@@ -322,6 +326,18 @@ impl Relay {
     }
     pub fn fault(&self) -> Fault {
         self.inner.fault.lock().unwrap().clone()
+    }
+    /// One shot, for one method: the next HTTP request that carries a call of `method` (alone or in a batch)
+    /// is forwarded to the node and then its connection is reset unanswered, as [`Fault::ResetAfterForward`]
+    /// for that request only. Every other request (probes, reads, a later lookup of the same transaction) is
+    /// served as the current [`Fault`] says; a request the fault answers without forwarding (429, 5xx, reset)
+    /// leaves the trap armed. Disarmed once it fired ([`Relay::trap_armed`]).
+    pub fn reset_after_next(&self, method: &str) {
+        *self.inner.trap.lock().unwrap() = Some(method.to_string());
+    }
+    /// Whether a [`Relay::reset_after_next`] trap is still waiting for its request.
+    pub fn trap_armed(&self) -> bool {
+        self.inner.trap.lock().unwrap().is_some()
     }
     /// Serve the head `k` blocks behind the node (0 = in step).
     pub fn set_lag(&self, k: u64) {
@@ -577,11 +593,23 @@ fn serve(inner: Arc<Inner>, stream: TcpStream, gen: u64) {
             Fault::Latency(d) => thread::sleep(*d),
             _ => {}
         }
+        let trapped = {
+            let mut trap = inner.trap.lock().unwrap();
+            let hit = trap.as_ref().is_some_and(|m| methods.contains(m));
+            if hit {
+                *trap = None;
+            }
+            hit
+        };
         let lag = inner.lag.load(Ordering::SeqCst);
         let Some(answer) = forward(&inner, &mut upstream, body, lag) else {
             let _ = reply(&mut wire.stream, 502, "text/plain", b"relay: node unreachable");
             return;
         };
+        if trapped {
+            reset(&wire.stream);
+            return;
+        }
         match fault {
             Fault::ResetAfterForward => {
                 reset(&wire.stream);
