@@ -601,7 +601,26 @@ fn already_known_is_the_hash_and_nonce_too_low_is_the_nodes_error_unless_this_tr
         hash.as_bytes(),
         "this very transaction is mined"
     );
-    assert_eq!(p1.count(SEND), 5, "each call one submission");
+    // "underpriced" with this very transaction in the pool (ganache's answer to a duplicate) is the hash;
+    // with another one holding the nonce, the node's error.
+    p1.set_method_mode(
+        SEND,
+        Mode::RpcError {
+            code: -32003,
+            message: "transaction underpriced".into(),
+        },
+    );
+    p1.set_reply("eth_getTransactionByHash", Reply::Result(tx_object()));
+    let r = prism.rpc(call("4", SEND, &format!("[\"{RAW_TX}\"]")).as_bytes());
+    assert_eq!(
+        expect_http_result(&r, "4"),
+        hash.as_bytes(),
+        "the pool holds this very transaction"
+    );
+    p1.set_reply("eth_getTransactionByHash", Reply::Result("null".into()));
+    let r = prism.rpc(call("5", SEND, &format!("[\"{RAW_TX}\"]")).as_bytes());
+    assert_eq!(expect_failure(&r)["message"], "transaction underpriced");
+    assert_eq!(p1.count(SEND), 7, "each call one submission");
 }
 
 #[test]

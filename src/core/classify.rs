@@ -646,6 +646,9 @@ pub enum SubmissionSays {
     AlreadyKnown,
     /// The sender's nonce moved past it: this transaction, or another with its nonce, landed.
     NonceTooLow,
+    /// "(replacement) transaction underpriced": a transaction with its nonce is in the pool, which some nodes
+    /// (ganache) also answer for an exact duplicate.
+    Underpriced,
     Other,
 }
 
@@ -673,6 +676,9 @@ pub fn submission_says(error: &[u8]) -> SubmissionSays {
         || e.code == Some(-38010);
     if low {
         return SubmissionSays::NonceTooLow;
+    }
+    if t.contains("underpriced") {
+        return SubmissionSays::Underpriced;
     }
     SubmissionSays::Other
 }

@@ -10,6 +10,8 @@
 //!   so the hash is the answer (a sync submission waits for its receipt).
 //! - **"nonce too low"**: stays the node's error, unless a lookup shows this very transaction mined (a
 //!   client resending what already landed): then the hash (or receipt) is the answer.
+//! - **"transaction underpriced"**: stays the node's error, unless a lookup shows this very transaction in
+//!   a pool (ganache answers an exact duplicate that way): then it is "already known".
 //!
 //! Never a second `eth_sendRawTransaction`.
 
@@ -199,7 +201,23 @@ pub async fn submit(
                     None => out,
                 }
             }
-            SubmissionSays::Other => out,
+            SubmissionSays::Underpriced if kind == Submission::Raw => {
+                let lookup = Lookup {
+                    route,
+                    caller,
+                    hash: &hash,
+                    ids,
+                    sent_to: None,
+                };
+                match lookup.round("eth_getTransactionByHash", deadline).await {
+                    Seen::Nothing => out,
+                    _ => {
+                        metrics.submitted(Submitted::AlreadyKnown);
+                        hash_answer(&hash)
+                    }
+                }
+            }
+            SubmissionSays::Underpriced | SubmissionSays::Other => out,
         },
         out => out,
     }

@@ -225,6 +225,12 @@ await rec("trace_call (not in ganache)", "trace_call", [{ to: contract, data: "0
 await rec("trace_transaction (not in ganache)", "trace_transaction", [emit1.transactionHash]);
 await rec("trace_filter (not in ganache)", "trace_filter", [{ fromBlock: "0x1", toBlock: "latest" }]);
 await rec("unknown method", "foo_bar", []);
+// Submissions the table knows that ganache does not serve (appended to the corpus on their own, ids 900+).
+await rec("sync raw transaction (not served by ganache)", "eth_sendRawTransactionSync", ["0x00", 2000]);
+await rec("user operation (not served by ganache)", "eth_sendUserOperation", [
+  { sender: "0x0000000000000000000000000000000000000001", nonce: "0x0", callData: "0x" },
+  "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+]);
 await rec("unknown eth_ method", "eth_noSuchMethod", [1, 2]);
 
 // Filters (state on the node; ids are the node's).

@@ -656,7 +656,8 @@ fn what_a_submission_error_says_about_its_transaction() {
             "OldNonce, Current nonce: 8, nonce of rejected tx: 7",
             NonceTooLow,
         ),
-        (-32000, "replacement transaction underpriced", Other),
+        (-32000, "replacement transaction underpriced", Underpriced),
+        (-32003, "transaction underpriced", Underpriced), // ganache, for an exact duplicate too
         (-32000, "unknown transaction type", Other),
         (-32000, "insufficient funds for gas * price + value", Other),
     ] {
