@@ -10,6 +10,7 @@
 //! | flapping provider | r1 killed and restarted every 300 ms |
 //! | stalled provider | r1's head freezes (eth_blockNumber, "latest", newHeads) while the chain goes on |
 //! | reset after forward | r1 forwards each request to the node, then resets the connection unanswered |
+//! | writes lose answers at r1 | r1 forwards each `eth_sendRawTransaction`, then resets unanswered (reads served) |
 //! | all providers down | every relay killed, then all restarted |
 //!
 //! The writers submit raw signed transactions (`eth_sendRawTransaction`), as wallets do: each is signed by the
@@ -404,6 +405,9 @@ struct Row {
     ambiguous_absent: usize,
     /// Failed writes the node has all the same (the client was told an error, yet the transaction is there).
     failed_on_node: usize,
+    /// Lost answers Prism settled with a lookup by hash (`prism_submissions_settled_total{how="lost_found"}`;
+    /// 0 before the metric existed).
+    lost_found: u64,
     /// Read latency p50 and p99, ms.
     read_p50_ms: u64,
     read_p99_ms: u64,
@@ -523,6 +527,7 @@ fn scenario(
         ambiguous_on_node,
         ambiguous_absent: seen.ambiguous.len() - ambiguous_on_node,
         failed_on_node,
+        lost_found: metric_or_zero(&rig.prism, "prism_submissions_settled_total{how=\"lost_found\"}"),
         read_p50_ms: percentile(&seen.read_ms, 0.5),
         read_p99_ms: percentile(&seen.read_ms, 0.99),
         write_p50_ms: percentile(&seen.write_ms, 0.5),
@@ -567,6 +572,14 @@ fn scenario(
     row
 }
 
+/// A counter from Prism's `/metrics`, 0 when this build has no such series.
+fn metric_or_zero(prism: &Prism, name: &str) -> u64 {
+    let text = prism.admin_get("/metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
 fn percentile(v: &[u64], q: f64) -> u64 {
     let mut v = v.to_vec();
     v.sort_unstable();
@@ -578,13 +591,13 @@ fn percentile(v: &[u64], q: f64) -> u64 {
 fn table(rows: &[Row]) -> String {
     let mut t = String::new();
     t.push_str(
-        "| scenario | requests | read error rate | read p50 / p99 ms | writes ok / ambiguous / failed (forwarded) | ambiguous on node / absent | failed yet on node | write p50 / max ms | duplicates | backwards heights | recovery ms | newHeads seen | result |\n",
+        "| scenario | requests | read error rate | read p50 / p99 ms | writes ok / ambiguous / failed (forwarded) | ambiguous on node / absent | failed yet on node | lost answers found by lookup | write p50 / max ms | duplicates | backwards heights | recovery ms | newHeads seen | result |\n",
     );
-    t.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    t.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for r in rows {
         let _ = writeln!(
             t,
-            "| {} | {} | {:.2}% ({}/{}) | {} / {} | {} / {} / {} ({}) | {} / {} | {} | {} / {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2}% ({}/{}) | {} / {} | {} / {} / {} ({}) | {} / {} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
             r.name,
             r.requests,
             r.error_rate() * 100.0,
@@ -599,6 +612,7 @@ fn table(rows: &[Row]) -> String {
             r.ambiguous_on_node,
             r.ambiguous_absent,
             r.failed_on_node,
+            r.lost_found,
             r.write_p50_ms,
             r.write_max_ms,
             r.duplicates,
@@ -674,6 +688,18 @@ fn chaos_suite() {
         |r| r.relays[0].set_fault(Fault::ResetAfterForward),
         |r| row_shows(r, "p1", "failures", |row| num(row, "failures") > 0.0),
         |r| r.relays[0].set_fault(Fault::None),
+    ));
+    rows.push(scenario(
+        "writes lose answers at r1",
+        false,
+        0.01,
+        1500,
+        |r| r.relays[0].reset_after_every(Some("eth_sendRawTransaction")),
+        |r| match r.relays[0].forwarded("eth_sendRawTransaction") {
+            0 => Err("r1 forwarded no write: the fault was never met".into()),
+            _ => Ok(()),
+        },
+        |r| r.relays[0].reset_after_every(None),
     ));
     rows.push(scenario(
         "all providers down",

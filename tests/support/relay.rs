@@ -265,6 +265,8 @@ struct Inner {
     max_id: AtomicU64,
     /// Armed by [`Relay::reset_after_next`]: the method whose next forwarded request loses its answer.
     trap: Mutex<Option<String>>,
+    /// Set by [`Relay::reset_after_every`]: every forwarded request carrying this method loses its answer.
+    every: Mutex<Option<String>>,
 }
 
 /// A fault-injecting relay in front of the dev node. Stopped (listener and every connection) on drop.
@@ -295,6 +297,7 @@ impl Relay {
             heads_sent: AtomicU64::new(0),
             max_id: AtomicU64::new(0),
             trap: Mutex::new(None),
+            every: Mutex::new(None),
         });
         let r = Relay {
             inner,
@@ -334,6 +337,11 @@ impl Relay {
     /// leaves the trap armed. Disarmed once it fired ([`Relay::trap_armed`]).
     pub fn reset_after_next(&self, method: &str) {
         *self.inner.trap.lock().unwrap() = Some(method.to_string());
+    }
+    /// Like [`Relay::reset_after_next`] for every request carrying `method` until cleared with `None`: the
+    /// writes lose their answers while reads, probes and lookups are served.
+    pub fn reset_after_every(&self, method: Option<&str>) {
+        *self.inner.every.lock().unwrap() = method.map(str::to_string);
     }
     /// Whether a [`Relay::reset_after_next`] trap is still waiting for its request.
     pub fn trap_armed(&self) -> bool {
@@ -599,7 +607,12 @@ fn serve(inner: Arc<Inner>, stream: TcpStream, gen: u64) {
             if hit {
                 *trap = None;
             }
-            hit
+            hit || inner
+                .every
+                .lock()
+                .unwrap()
+                .as_ref()
+                .is_some_and(|m| methods.contains(m))
         };
         let lag = inner.lag.load(Ordering::SeqCst);
         let Some(answer) = forward(&inner, &mut upstream, body, lag) else {
