@@ -78,19 +78,28 @@ fn run_client(program: &str, args: &[&str], within: Duration) -> (bool, String, 
 
 /// Three relays in front of the node and Prism in front of them (HTTP and WebSocket), all serving.
 fn setup() -> (Ledger, Vec<Relay>, Prism) {
+    setup_with(3, true)
+}
+
+/// `n` relays in front of the node and Prism in front of them (with their WebSockets when `ws`), all serving.
+fn setup_with(n: usize, ws: bool) -> (Ledger, Vec<Relay>, Prism) {
     let node = relay::node();
     let ledger = Ledger::new();
-    let relays: Vec<Relay> = (1..=3).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
+    let relays: Vec<Relay> = (1..=n).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
     let mut b = Prism::builder()
         .limit("request_deadline_ms", 10000)
         .limit("idle_timeout_ms", 30000)
         .limit("client_timeout_ms", 10000)
         .network_option("probe_interval_ms", 200);
     for r in &relays {
-        b = b.provider_url_with(&r.url(), &r.ws_option());
+        b = match ws {
+            true => b.provider_url_with(&r.url(), &r.ws_option()),
+            false => b.provider_url(&r.url()),
+        };
     }
     let prism = b.start();
-    wait_serving(&prism, &["p1", "p2", "p3"]);
+    let names: Vec<String> = (1..=n).map(|i| format!("p{i}")).collect();
+    wait_serving(&prism, &names.iter().map(String::as_str).collect::<Vec<_>>());
     (ledger, relays, prism)
 }
 
@@ -255,19 +264,7 @@ fn web3py_flow_through_prism() {
 /// follows. Before issue 14 Prism answers `-32098` (outcome unknown) and viem throws.
 #[test]
 fn viem_raw_write_whose_answer_is_lost_is_found_by_hash() {
-    let node = relay::node();
-    let ledger = Ledger::new();
-    let relays: Vec<Relay> = (1..=2).map(|i| Relay::start(&format!("r{i}"), node, &ledger)).collect();
-    let mut b = Prism::builder()
-        .limit("request_deadline_ms", 10000)
-        .limit("idle_timeout_ms", 30000)
-        .limit("client_timeout_ms", 10000)
-        .network_option("probe_interval_ms", 200);
-    for r in &relays {
-        b = b.provider_url(&r.url());
-    }
-    let prism = b.start();
-    wait_serving(&prism, &["p1", "p2"]);
+    let (ledger, relays, prism) = setup_with(2, false);
     // Whichever relay the write reaches loses its answer, once.
     for r in &relays {
         r.reset_after_next("eth_sendRawTransaction");
@@ -306,7 +303,7 @@ fn viem_raw_write_whose_answer_is_lost_is_found_by_hash() {
         "viem got another hash: {out}"
     );
     assert_eq!(out["status"], "success", "receipt: {out}");
-    let receipt = node.rpc("eth_getTransactionReceipt", json!([hash]));
+    let receipt = relay::node().rpc("eth_getTransactionReceipt", json!([hash]));
     assert_eq!(receipt["result"]["status"], "0x1", "the node's receipt: {receipt}");
 }
 

@@ -127,15 +127,16 @@ pub async fn submit(
     )
     .await;
     let metrics = route.recorder.metrics();
+    let mut lookup = Lookup {
+        route,
+        caller,
+        hash: &hash,
+        ids,
+        sent_to: None,
+    };
     match out {
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, .. }) => {
-            let lookup = Lookup {
-                route,
-                caller,
-                hash: &hash,
-                ids,
-                sent_to: route.upstreams.iter().position(|u| u.name == provider),
-            };
+            lookup.sent_to = route.upstreams.iter().position(|u| u.name == provider);
             match lookup.poll(kind, deadline).await {
                 Seen::Receipt(answer) => {
                     metrics.submitted(Submitted::LostFound);
@@ -167,48 +168,23 @@ pub async fn submit(
                 metrics.submitted(Submitted::AlreadyKnown);
                 match kind {
                     Submission::Raw => hash_answer(&hash),
-                    Submission::Sync => {
-                        let lookup = Lookup {
-                            route,
-                            caller,
-                            hash: &hash,
-                            ids,
-                            sent_to: None,
-                        };
-                        match lookup.poll(kind, deadline).await {
-                            Seen::Receipt(answer) => answer,
-                            _ => not_included(&hash),
-                        }
-                    }
+                    Submission::Sync => match lookup.poll(kind, deadline).await {
+                        Seen::Receipt(answer) => answer,
+                        _ => not_included(&hash),
+                    },
                 }
             }
-            SubmissionSays::NonceTooLow => {
-                let lookup = Lookup {
-                    route,
-                    caller,
-                    hash: &hash,
-                    ids,
-                    sent_to: None,
-                };
-                match lookup.mined(deadline).await {
-                    Some(answer) => {
-                        metrics.submitted(Submitted::MinedBefore);
-                        match kind {
-                            Submission::Sync => answer,
-                            Submission::Raw => hash_answer(&hash),
-                        }
+            SubmissionSays::NonceTooLow => match lookup.mined(deadline).await {
+                Some(answer) => {
+                    metrics.submitted(Submitted::MinedBefore);
+                    match kind {
+                        Submission::Sync => answer,
+                        Submission::Raw => hash_answer(&hash),
                     }
-                    None => out,
                 }
-            }
+                None => out,
+            },
             SubmissionSays::Underpriced if kind == Submission::Raw => {
-                let lookup = Lookup {
-                    route,
-                    caller,
-                    hash: &hash,
-                    ids,
-                    sent_to: None,
-                };
                 match lookup.round("eth_getTransactionByHash", deadline).await {
                     Seen::Nothing => out,
                     _ => {

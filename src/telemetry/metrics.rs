@@ -274,6 +274,21 @@ pub struct Labels<'a> {
     pub keys: &'a [&'a str],
 }
 
+/// One counter family with a single label: HELP, TYPE, then one line per label value.
+fn labelled_counter(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[&str],
+    count: impl Fn(usize) -> u64,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (i, v) in values.iter().enumerate() {
+        let _ = writeln!(out, "{name}{{{label}=\"{v}\"}} {}", count(i));
+    }
+}
+
 fn sum(shards: &[&ShardMetrics], f: impl Fn(&ShardMetrics) -> u64) -> u64 {
     shards.iter().map(|s| f(s)).sum()
 }
@@ -436,45 +451,30 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
     }
     let settled = |i: usize| sum(shards, |s| s.settled[i].load(Ordering::Relaxed));
-    let _ = writeln!(
+    labelled_counter(
         out,
-        "# HELP prism_second_opinions_total Errors no rule knows, asked again of another provider, by whose fault the answer showed.\n# TYPE prism_second_opinions_total counter"
+        "prism_second_opinions_total",
+        "Errors no rule knows, asked again of another provider, by whose fault the answer showed.",
+        "outcome",
+        &["client", "provider", "inconclusive"],
+        settled,
     );
-    for (i, outcome) in ["client", "provider", "inconclusive"].iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "prism_second_opinions_total{{outcome=\"{outcome}\"}} {}",
-            settled(i)
-        );
-    }
-    let _ = writeln!(
+    labelled_counter(
         out,
-        "# HELP prism_unknown_errors_unasked_total Errors no rule knows, settled without a second opinion: by a remembered verdict, one already in flight, or no other provider.\n# TYPE prism_unknown_errors_unasked_total counter"
+        "prism_unknown_errors_unasked_total",
+        "Errors no rule knows, settled without a second opinion: by a remembered verdict, one already in flight, or no other provider.",
+        "how",
+        &["remembered_client", "remembered_provider", "pending", "alone"],
+        |i| settled(3 + i),
     );
-    for (i, how) in ["remembered_client", "remembered_provider", "pending", "alone"]
-        .iter()
-        .enumerate()
-    {
-        let _ = writeln!(
-            out,
-            "prism_unknown_errors_unasked_total{{how=\"{how}\"}} {}",
-            settled(3 + i)
-        );
-    }
-    let _ = writeln!(
+    labelled_counter(
         out,
-        "# HELP prism_submissions_settled_total Transaction submissions whose first answer left the client unsure (lost after sending, already known, nonce too low), by how Prism settled it with reads.\n# TYPE prism_submissions_settled_total counter"
+        "prism_submissions_settled_total",
+        "Transaction submissions whose first answer left the client unsure (lost after sending, already known, nonce too low), by how Prism settled it with reads.",
+        "how",
+        &["lost_found", "lost_unresolved", "already_known", "mined_before"],
+        |i| sum(shards, |s| s.submitted[i].load(Ordering::Relaxed)),
     );
-    for (i, how) in ["lost_found", "lost_unresolved", "already_known", "mined_before"]
-        .iter()
-        .enumerate()
-    {
-        let _ = writeln!(
-            out,
-            "prism_submissions_settled_total{{how=\"{how}\"}} {}",
-            sum(shards, |s| s.submitted[i].load(Ordering::Relaxed))
-        );
-    }
     let _ = writeln!(
         out,
         "# HELP prism_unknown_method_calls_total Calls of methods Prism's table does not know: sent once, never retried after sending, joined or cached (declare reads in [networks.methods]).\n# TYPE prism_unknown_method_calls_total counter"
