@@ -35,6 +35,8 @@ if [ "$(ulimit -l)" != "unlimited" ] && [ "$(ulimit -l)" -lt 8192 ]; then
   ulimit -l 8192 2>/dev/null || echo "warning: ulimit -l is $(ulimit -l) KiB; glommio may refuse to start" >&2
 fi
 
+echo "== layers (scripts/layers.py: no wrong-way import, no new import cycle)"
+python3 scripts/layers.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

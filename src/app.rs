@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::access::keys::KeyRing;
 use crate::config::{Config, NetworkKind};
 use crate::core::cache::ResultCache;
 use crate::core::dedupe::InFlight;
-use crate::core::methods::{Declared, DeclaredError};
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::submit::SubmitLimits;
@@ -20,10 +20,10 @@ use crate::core::subs::SubHub;
 use crate::core::{NetworkRoute, Upstream};
 use crate::edge::admin::AdminView;
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
-use crate::edge::keys::KeyRing;
 use crate::edge::rpc::RpcShard;
 use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, EdgeShard};
+use crate::rpc::methods::{Declared, DeclaredError};
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
 use crate::solana::{SolanaNet, SolanaRoute};
@@ -61,7 +61,7 @@ pub fn declared_methods(config: &Config) -> Result<Vec<Declared>, DeclaredError>
                 NetworkKind::SolanaMagic => {
                     Declared::new(&at, &n.methods.read, &n.methods.write, crate::solana::methods::lookup)
                 }
-                NetworkKind::Evm => Declared::new(&at, &n.methods.read, &n.methods.write, crate::core::methods::lookup),
+                NetworkKind::Evm => Declared::new(&at, &n.methods.read, &n.methods.write, crate::rpc::methods::lookup),
             }
         })
         .collect()

@@ -3,6 +3,7 @@
 //! Layers (see docs/ARCHITECTURE.md): `edge` → `core` → `transport` → `upstream`; `runtime` is the glommio boundary,
 //! `config` the typed configuration, `telemetry` logs and counters, `http1` the wire codec both sides share.
 
+pub mod access;
 pub mod app;
 pub mod cluster;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod demo;
 pub mod edge;
 pub mod http1;
 pub mod jsonscan;
+pub mod rpc;
 pub mod runtime;
 pub mod solana;
 pub mod telemetry;

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 
+use crate::access::keys::KeyRing;
 use crate::config::{Cluster, Config};
 use crate::core::marks::MarkKey;
 use crate::core::state::NetworkLive;
-use crate::edge::keys::KeyRing;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
 

@@ -234,7 +234,7 @@ impl Config {
                         // `check` fills unset variables with an `unset-NAME` placeholder: only `serve` can tell.
                         Some(ProviderRole::Ephemeral)
                             if p.identity.as_deref().is_some_and(|id| {
-                                !id.starts_with("unset-") && crate::solana::Pubkey::from_base58(id).is_none()
+                                !id.starts_with("unset-") && crate::rpc::pubkey::Pubkey::from_base58(id).is_none()
                             }) =>
                         {
                             return Err(ConfigError::invalid(
@@ -261,8 +261,8 @@ impl Config {
                 let program = n
                     .delegation_program
                     .as_deref()
-                    .unwrap_or(crate::solana::pubkey::DELEGATION_PROGRAM);
-                if !program.starts_with("unset-") && crate::solana::Pubkey::from_base58(program).is_none() {
+                    .unwrap_or(crate::rpc::pubkey::DELEGATION_PROGRAM);
+                if !program.starts_with("unset-") && crate::rpc::pubkey::Pubkey::from_base58(program).is_none() {
                     return Err(ConfigError::invalid(
                         format!("{at}.delegation_program"),
                         "is not a base58 public key (32 bytes)",

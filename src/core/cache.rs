@@ -15,8 +15,8 @@ use std::rc::Rc;
 use quick_cache::unsync::Cache;
 use quick_cache::{Lifecycle, Weighter};
 
-use super::methods::{BlockRef, HeadHint, Kind, MethodInfo};
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
+use crate::rpc::methods::{BlockRef, HeadHint, Kind, MethodInfo};
 
 /// Why a request may be answered from the cache, if its answer qualifies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +258,7 @@ impl ResultCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::methods::{block_ref, lookup};
+    use crate::rpc::methods::{block_ref, lookup};
 
     fn pin(method: &str, params: &str, head: u64) -> Option<Pin> {
         let info = lookup(method);

@@ -5,7 +5,7 @@
 
 use crate::jsonscan::{skip_string, skip_value, skip_ws};
 
-use super::methods::MethodInfo;
+use crate::rpc::methods::MethodInfo;
 
 /// Deepest params nesting we canonicalise; deeper calls are simply not deduplicated or cached.
 const MAX_DEPTH: usize = 32;
@@ -191,7 +191,7 @@ fn is_hex(s: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::methods::lookup;
+    use crate::rpc::methods::lookup;
 
     fn key(method: &str, params: &str) -> Vec<u8> {
         canonical_key(method, &lookup(method), Some(params.as_bytes())).unwrap()

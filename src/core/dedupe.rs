@@ -9,7 +9,7 @@ use std::rc::Rc;
 use ahash::AHashMap;
 use event_listener::Event;
 
-use super::forward::{CallOutcome, ProxyError};
+use super::outcome::{CallOutcome, ProxyError};
 
 /// The answer one leader shares.
 #[derive(Clone)]

@@ -20,12 +20,12 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use crate::config::{Jitter, RetryOn, Strategy, Weights};
-use crate::edge::envelope::Call;
+use crate::config::{Jitter, RetryOn};
 use crate::jsonscan::{hex_quantity, object_field};
+use crate::rpc::Call;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::metrics::{Reuse, Settled};
-use crate::transport::validate::{check_response, InvalidResponse};
+use crate::transport::validate::check_response;
 use crate::transport::TransportError;
 
 use super::blame::{Blame, BlameKey};
@@ -34,132 +34,15 @@ use super::canon::canonical_key;
 use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
 use super::dedupe::Role;
 use super::marks::MarkKey;
-use super::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
 use super::submit::{submit, Submission};
 use super::txhash::raw_tx_hash;
+use crate::rpc::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
 
-/// The answer to one call.
-#[derive(Debug)]
-pub enum CallOutcome {
-    /// A valid JSON-RPC response: `body[value]` is the `result` or `error` value.
-    Answer {
-        body: Vec<u8>,
-        value: Range<usize>,
-        is_error: bool,
-    },
-    Failed(ProxyError),
-}
-
-/// Why Prism could not get an answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProxyError {
-    /// Every provider's breaker is open (or none is usable): answered at once.
-    AllDown {
-        providers_open: usize,
-        retry_after_ms: u64,
-    },
-    Transport {
-        provider: String,
-        error: TransportError,
-    },
-    Status {
-        provider: String,
-        status: u16,
-    },
-    BadResponse {
-        provider: String,
-        why: InvalidResponse,
-    },
-    /// A write was sent and its answer lost (timeout, reset, broken answer): it may or may not have landed.
-    WriteOutcomeUnknown {
-        provider: String,
-        tx: TxRef,
-    },
-    /// The method cannot be served this way (e.g. subscriptions over HTTP).
-    Unsupported(&'static str),
-    NotServed(&'static str),
-    /// Refused by Prism before any upstream saw it, with the JSON-RPC code a node would use.
-    Rejected {
-        code: i32,
-        message: String,
-    },
-}
-
-impl ProxyError {
-    /// The JSON-RPC error code the client sees.
-    pub fn code(&self) -> i32 {
-        match self {
-            ProxyError::Unsupported(_) => -32601,
-            ProxyError::Rejected { code, .. } => *code,
-            ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
-            _ => -32603,
-        }
-    }
-}
-
-/// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
-pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
-
-/// What a client can poll for a write whose answer was lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TxRef {
-    /// The transaction hash Prism computed from the raw bytes (`data.txHash`).
-    Hash(String),
-    /// A Solana transaction's first signature (`data.signature`).
-    Signature(String),
-    /// A known submission whose hash only the node knows (`eth_sendTransaction`): `data.txHash` is null.
-    Unknown,
-    /// A method the table does not know, sent once because it may change state.
-    Method,
-}
-
-impl std::fmt::Display for ProxyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProxyError::AllDown { .. } => f.write_str("No healthy upstream available"),
-            ProxyError::Transport {
-                error: TransportError::Timeout { .. },
-                ..
-            } => f.write_str("Upstream timeout"),
-            ProxyError::Transport { error, .. } => write!(f, "Upstream error: {error}"),
-            ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
-            ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),
-            ProxyError::WriteOutcomeUnknown { tx: TxRef::Method, .. } => f.write_str(
-                "The call was cut off after it was sent (timeout or lost connection) and was not sent again: Prism does not know this method, so it may change state and may have taken effect (declare it in the network's methods.read if it is a read)",
-            ),
-            ProxyError::WriteOutcomeUnknown { .. } => f.write_str(
-                "Transaction submission was cut off after it was sent (timeout or lost connection) and no provider knows it yet; it may still land: poll its hash, do not resend blindly",
-            ),
-            ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
-            ProxyError::Rejected { message, .. } => f.write_str(message),
-        }
-    }
-}
-
-/// Who is asking, as routing cares: strategy, weights and whose high-water mark applies.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller {
-    pub strategy: Strategy,
-    pub weights: Weights,
-    pub mark: MarkKey,
-    /// The providers this call may use (bit i = provider i). All by default; the Solana router narrows it
-    /// to one side (the base layer, or one ephemeral rollup).
-    pub providers: u64,
-}
-
-impl Default for Caller {
-    fn default() -> Self {
-        Caller {
-            strategy: Strategy::Score,
-            weights: Weights::default(),
-            mark: MarkKey::Key(0),
-            providers: u64::MAX,
-        }
-    }
-}
+pub use super::outcome::{CallOutcome, Caller, ProxyError, TxRef, WRITE_OUTCOME_UNKNOWN};
+pub use crate::rpc::wire::{write_json_str, write_upstream_call};
 
 /// Forwards `call` on `route` and returns the answer the client should see.
 pub async fn forward(
@@ -648,7 +531,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 let class = match classify_transport(&error) {
                     // Light answers (heads, balances, blocks, receipts) are far below the response limit on
                     // any honest node: over it is a flood from this provider, not a request asking too much.
-                    Class::TooLarge if self.info.family == super::methods::Family::Light => Class::ProviderFailure,
+                    Class::TooLarge if self.info.family == crate::rpc::methods::Family::Light => Class::ProviderFailure,
                     c => c,
                 };
                 return Verdict::Failed {
@@ -930,63 +813,9 @@ fn backoff(policy: &crate::config::RetryPolicy, n: u32) -> Duration {
     Duration::from_millis(ms)
 }
 
-/// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params bytes>}`; params omitted when absent.
-pub fn write_upstream_call(out: &mut Vec<u8>, id: u64, method: &str, params: Option<&[u8]>) {
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
-    out.extend_from_slice(br#","method":"#);
-    write_json_str(out, method);
-    if let Some(p) = params {
-        out.extend_from_slice(br#","params":"#);
-        out.extend_from_slice(p);
-    }
-    out.push(b'}');
-}
-
-/// Writes `s` as a JSON string literal.
-pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                out.extend_from_slice(&bytes[start..i]);
-                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(esc);
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn upstream_call_keeps_params_bytes() {
-        let mut out = Vec::new();
-        write_upstream_call(&mut out, 42, "eth_call", Some(br#"[ {"to":"0xAB"} , "latest" ]"#));
-        assert_eq!(
-            out,
-            br#"{"jsonrpc":"2.0","id":42,"method":"eth_call","params":[ {"to":"0xAB"} , "latest" ]}"#
-        );
-        out.clear();
-        write_upstream_call(&mut out, 1, "we\"ird\n\u{1}", None);
-        assert_eq!(out, br#"{"jsonrpc":"2.0","id":1,"method":"we\"ird\n\u0001"}"#);
-    }
 
     #[test]
     fn backoff_is_capped_and_jittered() {

@@ -9,7 +9,9 @@ pub mod classify;
 pub mod dedupe;
 pub mod forward;
 pub mod marks;
-pub mod methods;
+pub mod outcome;
+/// The method table lives in the shared vocabulary (`crate::rpc::methods`).
+pub use crate::rpc::methods;
 pub mod route;
 pub mod router;
 pub mod state;
@@ -17,5 +19,7 @@ pub mod submit;
 pub mod subs;
 pub mod txhash;
 
-pub use forward::{forward, write_upstream_call, CallOutcome, Caller, ProxyError};
+pub use crate::rpc::wire::write_upstream_call;
+pub use forward::forward;
+pub use outcome::{CallOutcome, Caller, ProxyError};
 pub use route::{NetworkRoute, Upstream};

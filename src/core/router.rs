@@ -10,9 +10,9 @@
 use std::sync::atomic::Ordering;
 
 use super::breaker::BreakerState;
-use super::methods::Family;
 use super::state::NetworkLive;
 use crate::config::{Strategy, Weights};
+use crate::rpc::methods::Family;
 use crate::telemetry::snapshot::NetworkHealth;
 
 /// What routing knows about a provider from config.

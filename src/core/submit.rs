@@ -21,16 +21,18 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
+use crate::rpc::Call;
 use crate::telemetry::metrics::Submitted;
 use crate::transport::validate::check_response;
 
 use super::classify::{submission_says, SubmissionSays};
-use super::forward::{forward_as, write_upstream_call, CallOutcome, Caller, ProxyError, TxRef};
-use super::methods::MethodInfo;
+use super::forward::forward_as;
+use super::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use super::route::NetworkRoute;
 use super::txhash::raw_tx_hash;
+use crate::rpc::methods::MethodInfo;
+use crate::rpc::wire::write_upstream_call;
 
 /// The time limits of submissions (from `[limits]`).
 #[derive(Debug, Clone, Copy)]

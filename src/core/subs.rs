@@ -18,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 
-use super::forward::{forward, write_json_str, CallOutcome, Caller};
+use super::forward::forward;
 use super::marks::MarkKey;
+use super::outcome::{CallOutcome, Caller};
 use super::route::NetworkRoute;
-use crate::edge::envelope::Call;
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
+use crate::rpc::wire::write_json_str;
+use crate::rpc::Call;
 use crate::runtime::queue::{LocalQueue, PushError};
 use crate::runtime::{sleep, spawn};
 use crate::transport::ws::{connect_ws, pump, PumpEnd};
@@ -36,22 +38,7 @@ const RECENT_LOGS: usize = 4096;
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopicKind {
-    NewHeads,
-    Logs,
-    PendingTransactions,
-}
-
-impl TopicKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            TopicKind::NewHeads => "newHeads",
-            TopicKind::Logs => "logs",
-            TopicKind::PendingTransactions => "newPendingTransactions",
-        }
-    }
-}
+pub use crate::rpc::TopicKind;
 
 /// What a client's writer sends: text frames (and pongs).
 pub type Outbox = Rc<LocalQueue<Message>>;
@@ -140,8 +127,12 @@ impl SubHub {
             }
         };
         let hub = &route.subs;
-        let key = super::canon::canonical_key("eth_subscribe", &super::methods::lookup("eth_subscribe"), Some(params))
-            .ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
+        let key = super::canon::canonical_key(
+            "eth_subscribe",
+            &crate::rpc::methods::lookup("eth_subscribe"),
+            Some(params),
+        )
+        .ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
         let id = new_subscription_id();
         let existing = hub.topics.borrow().get(&key).cloned();
         let topic = match existing {

@@ -453,6 +453,6 @@ pub struct ProviderRow {
 
 fn json_str(s: &str) -> String {
     let mut v = Vec::new();
-    crate::core::forward::write_json_str(&mut v, s);
+    crate::rpc::wire::write_json_str(&mut v, s);
     String::from_utf8(v).unwrap_or_default()
 }

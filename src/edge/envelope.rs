@@ -17,22 +17,7 @@ pub struct EnvelopeLimits {
     pub max_depth: usize,
 }
 
-/// One well-formed call: spans borrow the original request body.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call<'a> {
-    /// Raw bytes of the id value; `None` for a notification.
-    pub id: Option<&'a [u8]>,
-    /// The method name, unescaped.
-    pub method: Cow<'a, str>,
-    /// Raw bytes of the params value (an array or object), if present.
-    pub params: Option<&'a [u8]>,
-}
-
-impl Call<'_> {
-    pub fn is_notification(&self) -> bool {
-        self.id.is_none()
-    }
-}
+pub use crate::rpc::Call;
 
 /// Why a single call (or batch element) is not a valid request; answered with -32600.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

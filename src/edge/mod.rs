@@ -3,8 +3,8 @@
 pub mod admin;
 pub mod envelope;
 pub mod http;
-pub mod keys;
-pub mod ratelimit;
+/// Keys and rate limits are their own module (`crate::access`): the cluster shares them too.
+pub use crate::access::{keys, ratelimit};
 pub mod reply;
 pub mod rpc;
 pub mod server;

@@ -10,9 +10,10 @@ use futures_util::future::join_all;
 use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::reply::{write_answer, write_error};
-use crate::core::forward::{write_json_str, TxRef};
-use crate::core::methods::method_index;
+use crate::core::outcome::TxRef;
 use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
+use crate::rpc::methods::method_index;
+use crate::rpc::wire::write_json_str;
 use crate::solana::SolanaRoute;
 use crate::telemetry::metrics::CallResult;
 

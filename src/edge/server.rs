@@ -428,7 +428,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
-                crate::core::forward::write_json_str(&mut b, &self.shard.routes[route].name);
+                crate::rpc::wire::write_json_str(&mut b, &self.shard.routes[route].name);
                 b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
                 write_http(&mut self.out, 200, &b, &meta(&[]));
             }

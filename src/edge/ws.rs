@@ -279,7 +279,7 @@ async fn handle_text(
         match SubHub::subscribe(route, &params, out, caller.mark) {
             Ok(sub_id) => {
                 let mut v = Vec::new();
-                crate::core::forward::write_json_str(&mut v, &sub_id);
+                crate::rpc::wire::write_json_str(&mut v, &sub_id);
                 write_answer(&mut reply, &id, false, &v);
                 subs.borrow_mut().push(sub_id);
             }

@@ -3,7 +3,7 @@
 //! vendor's bundle or relay), so it is sent once unless the network declares it a read
 //! (`[[networks]] methods.read`).
 
-use crate::core::methods::{Family, HeadHint, Kind, MethodInfo, UNKNOWN};
+use crate::rpc::methods::{Family, HeadHint, Kind, MethodInfo, UNKNOWN};
 
 pub use super::sync::READ;
 

@@ -13,11 +13,11 @@
 //! Each shard keeps its own table and its own base-layer WebSocket: nothing on the routing path is shared
 //! but the lock-free memories in `net`.
 
-pub mod base58;
+/// Base58 and keys are shared vocabulary (config validates them too).
+pub use crate::rpc::{base58, pubkey};
 pub mod memo;
 pub mod methods;
 pub mod net;
-pub mod pubkey;
 pub mod record;
 pub mod router;
 pub mod sync;

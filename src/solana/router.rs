@@ -23,12 +23,13 @@ use super::sync::READ;
 use super::table::Status;
 use super::tx::{decode_payload, lookup_table_addresses, Encoding, Transaction};
 use super::SolanaRoute;
-use crate::core::forward::{write_json_str, CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::marks::MarkKey;
-use crate::core::methods::MethodInfo;
+use crate::core::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::submit::send_deadline;
-use crate::edge::envelope::Call;
 use crate::jsonscan::{elements, nth_element, object_field, plain_str};
+use crate::rpc::methods::MethodInfo;
+use crate::rpc::wire::write_json_str;
+use crate::rpc::Call;
 use crate::telemetry::metrics::Submitted;
 
 /// `getMultipleAccounts` accepts at most this many keys (as validators do).

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::core::methods::KNOWN_METHODS;
+use crate::rpc::methods::KNOWN_METHODS;
 
 /// Histogram bucket upper bounds, microseconds.
 pub const BUCKETS_US: [u64; 16] = [
@@ -203,11 +203,11 @@ impl ShardMetrics {
         self.ws[0].fetch_add(delta, Ordering::Relaxed);
     }
 
-    pub fn subscription(&self, kind: crate::core::subs::TopicKind, delta: i64) {
+    pub fn subscription(&self, kind: crate::rpc::TopicKind, delta: i64) {
         let i = match kind {
-            crate::core::subs::TopicKind::NewHeads => 1,
-            crate::core::subs::TopicKind::Logs => 2,
-            crate::core::subs::TopicKind::PendingTransactions => 3,
+            crate::rpc::TopicKind::NewHeads => 1,
+            crate::rpc::TopicKind::Logs => 2,
+            crate::rpc::TopicKind::PendingTransactions => 3,
         };
         self.ws[i].fetch_add(delta, Ordering::Relaxed);
     }

@@ -8,7 +8,7 @@ use crossbeam::channel::Sender;
 
 use super::metrics::{AttemptResult, ShardMetrics};
 use super::window::Sample;
-use crate::core::methods::Family;
+use crate::rpc::methods::Family;
 
 /// One shipped delta.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! The immutable health snapshot the aggregator publishes and every shard reads without locks.
 
-use crate::core::methods::Family;
+use crate::rpc::methods::Family;
 
 /// Rolling figures for one provider in one latency family (or overall).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::core::methods::Family;
 use crate::core::state::NetworkLive;
+use crate::rpc::methods::Family;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::recorder::Delta;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::core::breaker::BreakerState;
 use crate::core::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
-use crate::core::methods::Family;
 use crate::core::route::NetworkRoute;
 use crate::core::state::{ChainCheck, HeadVerdict};
 use crate::jsonscan::hex_quantity;
+use crate::rpc::methods::Family;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
 use crate::transport::validate::check_response;

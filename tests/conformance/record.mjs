@@ -7,7 +7,7 @@
 // It first builds chain state (unrecorded): value transfers, a tiny hand-assembled contract that emits a
 // log, stores the block number, returns storage slot 0 and reverts with Error("nope") when the first
 // calldata byte is 0x01, plus one mined transaction that reverted (status 0x0). Then it asks every method
-// Prism's method table knows (src/core/methods.rs: KNOWN_METHODS and every name `lookup` matches), with
+// Prism's method table knows (src/rpc/methods.rs: KNOWN_METHODS and every name `lookup` matches), with
 // good and bad params, over plain HTTP, and writes one line per exchange:
 //
 //   {"name": "...", "request": {"jsonrpc":"2.0","id":N,"method":"...","params":[...]}, "response": "<raw body>"}

@@ -1,0 +1,131 @@
+//! What a call comes to, and who is asking: the answer (the upstream's bytes) or why there is none, with the
+//! JSON-RPC codes clients see. Every part of the pipeline (retry loop, dedupe, cache, submissions, the Solana
+//! router, the edge) speaks these types.
+
+use std::ops::Range;
+
+use crate::config::{Strategy, Weights};
+use crate::transport::validate::InvalidResponse;
+use crate::transport::TransportError;
+
+use super::marks::MarkKey;
+
+/// The answer to one call.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// A valid JSON-RPC response: `body[value]` is the `result` or `error` value.
+    Answer {
+        body: Vec<u8>,
+        value: Range<usize>,
+        is_error: bool,
+    },
+    Failed(ProxyError),
+}
+
+/// Why Prism could not get an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyError {
+    /// Every provider's breaker is open (or none is usable): answered at once.
+    AllDown {
+        providers_open: usize,
+        retry_after_ms: u64,
+    },
+    Transport {
+        provider: String,
+        error: TransportError,
+    },
+    Status {
+        provider: String,
+        status: u16,
+    },
+    BadResponse {
+        provider: String,
+        why: InvalidResponse,
+    },
+    /// A write was sent and its answer lost (timeout, reset, broken answer): it may or may not have landed.
+    WriteOutcomeUnknown {
+        provider: String,
+        tx: TxRef,
+    },
+    /// The method cannot be served this way (e.g. subscriptions over HTTP).
+    Unsupported(&'static str),
+    NotServed(&'static str),
+    /// Refused by Prism before any upstream saw it, with the JSON-RPC code a node would use.
+    Rejected {
+        code: i32,
+        message: String,
+    },
+}
+
+impl ProxyError {
+    /// The JSON-RPC error code the client sees.
+    pub fn code(&self) -> i32 {
+        match self {
+            ProxyError::Unsupported(_) => -32601,
+            ProxyError::Rejected { code, .. } => *code,
+            ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
+            _ => -32603,
+        }
+    }
+}
+
+/// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
+pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
+
+/// What a client can poll for a write whose answer was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxRef {
+    /// The transaction hash Prism computed from the raw bytes (`data.txHash`).
+    Hash(String),
+    /// A Solana transaction's first signature (`data.signature`).
+    Signature(String),
+    /// A known submission whose hash only the node knows (`eth_sendTransaction`): `data.txHash` is null.
+    Unknown,
+    /// A method the table does not know, sent once because it may change state.
+    Method,
+}
+
+impl std::fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProxyError::AllDown { .. } => f.write_str("No healthy upstream available"),
+            ProxyError::Transport {
+                error: TransportError::Timeout { .. },
+                ..
+            } => f.write_str("Upstream timeout"),
+            ProxyError::Transport { error, .. } => write!(f, "Upstream error: {error}"),
+            ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
+            ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),
+            ProxyError::WriteOutcomeUnknown { tx: TxRef::Method, .. } => f.write_str(
+                "The call was cut off after it was sent (timeout or lost connection) and was not sent again: Prism does not know this method, so it may change state and may have taken effect (declare it in the network's methods.read if it is a read)",
+            ),
+            ProxyError::WriteOutcomeUnknown { .. } => f.write_str(
+                "Transaction submission was cut off after it was sent (timeout or lost connection) and no provider knows it yet; it may still land: poll its hash, do not resend blindly",
+            ),
+            ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
+            ProxyError::Rejected { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+/// Who is asking, as routing cares: strategy, weights and whose high-water mark applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub strategy: Strategy,
+    pub weights: Weights,
+    pub mark: MarkKey,
+    /// The providers this call may use (bit i = provider i). All by default; the Solana router narrows it
+    /// to one side (the base layer, or one ephemeral rollup).
+    pub providers: u64,
+}
+
+impl Default for Caller {
+    fn default() -> Self {
+        Caller {
+            strategy: Strategy::Score,
+            weights: Weights::default(),
+            mark: MarkKey::Key(0),
+            providers: u64::MAX,
+        }
+    }
+}
