@@ -288,9 +288,11 @@ fn routing_survives_provider_heads_that_drop_between_probes() {
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let log = prism.log();
     assert!(!log.contains("panicked"), "a Prism thread panicked:\n{log}");
-    let mut total = 0;
-    for r in results {
-        total += r.unwrap_or_else(|e| panic!("{e}"));
+    // Every call was answered within 3 s (above); and every client kept being served: a dead shard would
+    // leave the clients whose connections it holds with next to nothing. (A floor per client, not a
+    // throughput figure: a loaded 2-core machine answered ~900 in 4 s, an idle one ~5000.)
+    for (c, r) in results.into_iter().enumerate() {
+        let n = r.unwrap_or_else(|e| panic!("{e}"));
+        assert!(n >= 20, "client {c} got only {n} answers in 4 s");
     }
-    assert!(total > 1000, "only {total} calls answered in 4 s");
 }
