@@ -665,6 +665,27 @@ fn a_transaction_whose_answer_is_lost_is_looked_up_on_its_side_and_never_resent(
     assert_eq!(m.base.count("sendTransaction"), 0);
 }
 
+#[test]
+fn an_unlisted_method_goes_to_base_once_and_is_counted_while_listed_reads_are_not() {
+    let m = Magic::start();
+    let before = m.base.count("vendor_relayBundle");
+    m.base.fail_http("vendor_relayBundle", Some(503));
+    let v = m.call("vendor_relayBundle", json!([{"tip": 1000}]));
+    assert!(v.get("error").is_some(), "{v}");
+    assert_eq!(
+        m.base.count("vendor_relayBundle"),
+        before + 1,
+        "sent once, never retried"
+    );
+    assert_eq!(m.er1.count("vendor_relayBundle"), 0);
+    let _ = m.result("getSlot", json!([]));
+    assert_eq!(
+        m.prism.metric("prism_unknown_method_calls_total"),
+        1.0,
+        "only the unlisted call counts"
+    );
+}
+
 // ---- race repair -------------------------------------------------------------------------------------------
 
 #[test]

@@ -89,6 +89,9 @@ pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, dea
         // sendBundle, and anything unlisted: the table (with the network's declarations) says how.
         _ => {
             let info = sol.route.declared.apply(method, super::methods::lookup(method));
+            if info.kind == crate::rpc::methods::Kind::Unknown {
+                sol.route.recorder.metrics().unknown_method();
+            }
             sol.call_on(Dest::Base, info, method, params, caller, deadline).await
         }
     }
