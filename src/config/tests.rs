@@ -151,3 +151,21 @@ fn per_client_bounds_have_defaults_and_are_validated() {
     let c = Config::from_toml_with(&ok, no_env).unwrap();
     assert_eq!(c.limits.upstream_max_connections, 8);
 }
+
+#[test]
+fn a_network_has_at_most_64_providers() {
+    let mut text = String::from("[server]\nlisten = \"127.0.0.1:8545\"\n[[networks]]\nname = \"n\"\nkind = \"evm\"\n");
+    for i in 0..65 {
+        text.push_str(&format!(
+            "[[networks.providers]]\nname = \"p{i}\"\nurl = \"http://127.0.0.1:{}\"\n",
+            2000 + i
+        ));
+    }
+    let e = Config::from_toml_with(&text, no_env).unwrap_err().to_string();
+    assert!(
+        e.starts_with("networks[0].providers: 65 providers; a network may have at most 64"),
+        "{e}"
+    );
+    let cut = text.rfind("[[networks.providers]]").unwrap();
+    assert!(Config::from_toml_with(&text[..cut], no_env).is_ok(), "64 are fine");
+}

@@ -7,6 +7,9 @@ use std::net::SocketAddr;
 
 type R = Result<(), ConfigError>;
 
+/// Providers one network may have: routing tracks them in 64-bit masks (tried, excluded, stalled).
+pub const MAX_PROVIDERS: usize = 64;
+
 fn positive(field: &str, v: u64) -> R {
     if v == 0 {
         return Err(ConfigError::invalid(field, "must be greater than 0"));
@@ -178,6 +181,15 @@ impl Config {
                 return Err(ConfigError::invalid(
                     format!("{at}.providers"),
                     "at least one provider is required",
+                ));
+            }
+            if n.providers.len() > MAX_PROVIDERS {
+                return Err(ConfigError::invalid(
+                    format!("{at}.providers"),
+                    format!(
+                        "{} providers; a network may have at most {MAX_PROVIDERS} (routing keeps one bit per provider)",
+                        n.providers.len()
+                    ),
                 ));
             }
             let mut pnames = HashSet::new();
