@@ -327,10 +327,6 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared:
     });
     let mut k = 0;
     for (n, route) in shard.routes.iter().enumerate() {
-        if shard.not_served[n].is_some() {
-            k += route.upstreams.len();
-            continue;
-        }
         let interval = Duration::from_millis(config.networks[n].probe_interval_ms);
         for i in 0..route.upstreams.len() {
             if k % shared.shards == id {
@@ -375,7 +371,6 @@ fn build_shard(
         .any(|p| p.endpoint.scheme.is_tls() || p.ws_endpoint.as_ref().is_some_and(|w| w.scheme.is_tls()))
         .then(tls::client_config);
     let mut routes = Vec::new();
-    let mut not_served = Vec::new();
     for (index, n) in registry.networks.iter().enumerate() {
         let mut upstreams = Vec::new();
         let mut statics = Vec::new();
@@ -428,7 +423,6 @@ fn build_shard(
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
         }));
-        not_served.push(None);
     }
     let solana = routes
         .iter()
@@ -446,7 +440,6 @@ fn build_shard(
         },
         limits,
         routes,
-        not_served,
         solana,
         shutdown,
         open_global,

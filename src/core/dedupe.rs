@@ -114,10 +114,6 @@ impl Leader<'_> {
         self.slot.joined.get()
     }
 
-    pub fn key(&self) -> &[u8] {
-        self.key.as_deref().unwrap_or_default()
-    }
-
     fn publish(&mut self, shared: Shared) {
         if let Some(key) = self.key.take() {
             self.table.slots.borrow_mut().remove(&key);

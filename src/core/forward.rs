@@ -364,7 +364,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             }
             match verdict {
                 Verdict::Answer { body, value, is_error } => {
-                    return self.finish(i, body, value, is_error, more);
+                    return self.finish(body, value, is_error);
                 }
                 Verdict::Reroute { answer } => {
                     // Unsupported here / data unavailable here: try elsewhere at once, no backoff.
@@ -641,7 +641,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
     }
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
-    fn finish(&self, _i: usize, body: Vec<u8>, value: Range<usize>, is_error: bool, _more: bool) -> CallOutcome {
+    fn finish(&self, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
             if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
                 let dropped = cache.observe_block(height, hash);

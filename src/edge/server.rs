@@ -29,8 +29,6 @@ pub struct EdgeShard {
     pub tls: Option<Arc<super::tls::EdgeTls>>,
     pub limits: Limits,
     pub routes: Vec<Rc<NetworkRoute>>,
-    /// Networks configured but not served by this build (reason shown to clients), by route index.
-    pub not_served: Vec<Option<&'static str>>,
     /// The Solana magic router of each solana-magic network, by route index.
     pub solana: Vec<Option<Rc<crate::solana::SolanaRoute>>>,
     pub rpc: RpcShard,
@@ -412,9 +410,6 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                         )
                         .await;
                 };
-                if let Some(why) = self.shard.not_served[route] {
-                    return self.refuse(501, -32603, why, false, origin).await;
-                }
                 let accept = super::ws::accept_key(ws_key);
                 self.out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
                 self.out.extend_from_slice(accept.as_bytes());
@@ -434,27 +429,18 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             }
             Method::Post => {
                 let deadline = Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
-                let reply = match self.shard.not_served[route] {
-                    Some(why) => {
-                        let mut b = Vec::new();
-                        write_error(&mut b, None, -32603, why, None);
-                        BodyReply::Body(b)
-                    }
-                    None => {
-                        let caller = caller(key, head);
-                        let solana = self.shard.solana[route].as_ref();
-                        handle_body(
-                            &self.shard.rpc,
-                            &self.shard.routes[route],
-                            solana,
-                            &caller,
-                            key,
-                            body,
-                            deadline,
-                        )
-                        .await
-                    }
-                };
+                let caller = caller(key, head);
+                let solana = self.shard.solana[route].as_ref();
+                let reply = handle_body(
+                    &self.shard.rpc,
+                    &self.shard.routes[route],
+                    solana,
+                    &caller,
+                    key,
+                    body,
+                    deadline,
+                )
+                .await;
                 let metrics = self.shard.recorder.metrics();
                 metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
                 match reply {
