@@ -10,6 +10,7 @@ pub mod dedupe;
 pub mod forward;
 pub mod marks;
 pub mod outcome;
+pub mod pipeline;
 /// The method table lives in the shared vocabulary (`crate::rpc::methods`).
 pub use crate::rpc::methods;
 pub mod route;
@@ -20,6 +21,6 @@ pub mod subs;
 pub mod txhash;
 
 pub use crate::rpc::wire::write_upstream_call;
-pub use forward::forward;
 pub use outcome::{CallOutcome, Caller, ProxyError};
+pub use pipeline::forward;
 pub use route::{NetworkRoute, Upstream};

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use std::sync::atomic::Ordering;
 
@@ -14,8 +15,7 @@ use super::classify::Class;
 use super::dedupe::InFlight;
 use super::router::ProviderStatic;
 use super::state::NetworkLive;
-use super::submit::SubmitLimits;
-use super::subs::SubHub;
+use super::subs::hub::SubHub;
 use crate::config::Endpoint;
 use crate::config::RetryPolicy;
 use crate::rpc::methods::{Declared, Family};
@@ -109,6 +109,26 @@ impl Drop for InFlightGuard<'_> {
         self.up
             .in_flight_started_ms
             .set(self.up.in_flight_started_ms.get() - self.started_ms);
+    }
+}
+
+/// The time limits of submissions (from `[limits]`).
+#[derive(Debug, Clone, Copy)]
+pub struct SubmitLimits {
+    /// Kept at the end of a submission's deadline to look it up (at most a third of the deadline).
+    pub lookup: Duration,
+    /// `eth_sendRawTransactionSync`'s wait when the call names none, and the longest one it may name.
+    pub sync_default: Duration,
+    pub sync_max: Duration,
+}
+
+impl Default for SubmitLimits {
+    fn default() -> Self {
+        SubmitLimits {
+            lookup: Duration::from_millis(1_500),
+            sync_default: Duration::from_millis(10_000),
+            sync_max: Duration::from_millis(60_000),
+        }
     }
 }
 

@@ -30,29 +30,10 @@ use super::classify::{submission_says, SubmissionSays};
 use super::forward::forward_as;
 use super::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use super::route::NetworkRoute;
+pub use super::route::SubmitLimits;
 use super::txhash::raw_tx_hash;
 use crate::rpc::methods::MethodInfo;
 use crate::rpc::wire::write_upstream_call;
-
-/// The time limits of submissions (from `[limits]`).
-#[derive(Debug, Clone, Copy)]
-pub struct SubmitLimits {
-    /// Kept at the end of a submission's deadline to look it up (at most a third of the deadline).
-    pub lookup: Duration,
-    /// `eth_sendRawTransactionSync`'s wait when the call names none, and the longest one it may name.
-    pub sync_default: Duration,
-    pub sync_max: Duration,
-}
-
-impl Default for SubmitLimits {
-    fn default() -> Self {
-        SubmitLimits {
-            lookup: Duration::from_millis(1_500),
-            sync_default: Duration::from_millis(10_000),
-            sync_max: Duration::from_millis(60_000),
-        }
-    }
-}
 
 /// Beyond a sync submission's own wait: the node's answer still has to travel.
 const SYNC_GRACE: Duration = Duration::from_millis(2_000);

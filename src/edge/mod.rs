@@ -8,7 +8,9 @@ pub use crate::access::{keys, ratelimit};
 pub mod reply;
 pub mod rpc;
 pub mod server;
+pub mod shard;
 pub mod tls;
 pub mod ws;
 
-pub use server::{serve, EdgeShard};
+pub use server::serve;
+pub use shard::EdgeShard;

@@ -1,49 +1,23 @@
 //! The HTTP/1.1 server loop of one shard: accept, read requests with limits and timeouts, route by path,
 //! answer, keep the connection alive when both sides want it, drain on shutdown.
 
-use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::http::{parse_head, HeadError, Method, RequestHead};
-use super::keys::KeyRing;
 use super::reply::{write_error, write_http, ResponseMeta};
-use super::rpc::{handle_body, BodyReply, RpcShard, INVALID_REQUEST, UNAUTHORIZED};
-use crate::config::Limits;
+use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
 use crate::config::{Strategy, Weights};
 use crate::core::marks::MarkKey;
 use crate::core::Caller;
-use crate::core::NetworkRoute;
 use crate::http1::{ChunkError, ChunkedDecoder, ReadBuf};
 use crate::runtime::net::{TcpListener, TcpStream};
-use crate::runtime::{spawn, timeout_at, Shutdown};
+use crate::runtime::{spawn, timeout_at};
 
-/// Everything one shard's edge owns.
-pub struct EdgeShard {
-    pub id: usize,
-    /// TLS termination, when `[server.tls]` is set.
-    pub tls: Option<Arc<super::tls::EdgeTls>>,
-    pub limits: Limits,
-    pub routes: Vec<Rc<NetworkRoute>>,
-    /// The Solana magic router of each solana-magic network, by route index.
-    pub solana: Vec<Option<Rc<crate::solana::SolanaRoute>>>,
-    pub rpc: RpcShard,
-    pub shutdown: Shutdown,
-    /// Open client connections across all shards, for `limits.max_connections`.
-    pub open_global: Arc<AtomicUsize>,
-    /// Open client connections on this shard, for draining.
-    pub open_local: Cell<usize>,
-    /// Client subscriptions open on this shard (EVM and Solana), for `limits.max_subscriptions_per_shard`.
-    pub subscriptions: Cell<usize>,
-    /// API keys, shared by all shards (their rate-limit state is atomic).
-    pub keys: Arc<KeyRing>,
-    /// This shard's health samples, shipped to the aggregator.
-    pub recorder: Rc<crate::telemetry::recorder::Recorder>,
-}
+pub use super::shard::EdgeShard;
 
 const READ_CHUNK: usize = 8 * 1024;
 /// The first read of a request: small, because idle keep-alive connections wait in it (10 000 of them must

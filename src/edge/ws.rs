@@ -18,7 +18,7 @@ use super::envelope::Envelope;
 use super::keys::KeyEntry;
 use super::reply::{write_answer, write_error};
 use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
-use super::server::EdgeShard;
+use super::shard::EdgeShard;
 use crate::core::subs::{Outbox, SubHub, SubscribeError};
 use crate::core::{Caller, NetworkRoute};
 use crate::jsonscan::{nth_element, plain_str};

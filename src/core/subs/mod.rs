@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 
-use super::forward::forward;
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller};
+use super::pipeline::forward;
 use super::route::NetworkRoute;
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use crate::rpc::wire::write_json_str;
@@ -40,61 +40,10 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 pub use crate::rpc::TopicKind;
 
-/// What a client's writer sends: text frames (and pongs).
-pub type Outbox = Rc<LocalQueue<Message>>;
+pub mod hub;
 
-struct Subscriber {
-    id: String,
-    out: Outbox,
-    mark: MarkKey,
-    /// Greatest head delivered to this subscriber.
-    last_head: Cell<u64>,
-}
-
-enum Inbound {
-    /// A notification's raw `result` bytes.
-    Item(Vec<u8>),
-    /// The topic was (re)subscribed upstream: backfill what may have been missed.
-    Resubscribed,
-}
-
-struct Topic {
-    kind: TopicKind,
-    /// Raw params sent upstream (`["newHeads"]`, `["logs",{...}]`).
-    params: Vec<u8>,
-    provider: Cell<Option<usize>>,
-    upstream_id: RefCell<Option<String>>,
-    subscribers: RefCell<Vec<Rc<Subscriber>>>,
-    /// Replaced (with a fresh delivery task) when it overflows: see [`Topic::hand_over`].
-    inbox: RefCell<Rc<LocalQueue<Inbound>>>,
-    /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
-    refused: RefCell<Vec<usize>>,
-    /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
-    watermark: Cell<u64>,
-    recent_logs: RefCell<VecDeque<Vec<u8>>>,
-}
-
-/// One upstream WebSocket per provider per shard, carrying every topic assigned to that provider.
-struct Link {
-    provider: usize,
-    out: RefCell<Option<Rc<LocalQueue<Message>>>>,
-    /// Request id of a pending eth_subscribe → topic key.
-    pending: RefCell<AHashMap<u64, Vec<u8>>>,
-    /// Upstream subscription id → topic key.
-    by_upstream: RefCell<AHashMap<String, Vec<u8>>>,
-    next_id: Cell<u64>,
-    connected: Cell<bool>,
-    failures: Cell<u32>,
-}
-
-#[derive(Default)]
-pub struct SubHub {
-    topics: RefCell<AHashMap<Vec<u8>, Rc<Topic>>>,
-    /// Client subscription id → topic key.
-    clients: RefCell<AHashMap<String, Vec<u8>>>,
-    links: RefCell<AHashMap<usize, Rc<Link>>>,
-    supervisor: Cell<bool>,
-}
+use hub::{Inbound, Link, Subscriber, Topic};
+pub use hub::{Outbox, SubHub};
 
 /// Why a subscription was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,160 @@
+//! One call's way through the core: answered locally (`eth_chainId`), from the cache, by joining an
+//! identical read in flight, as a submission (`core::submit`), or by the retry loop (`core::forward`).
+//! The edge and the subscriptions hub call [`forward`]; the Solana router calls the retry loop directly.
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use crate::rpc::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
+use crate::rpc::Call;
+use crate::telemetry::metrics::Reuse;
+
+use super::cache::{answer_cacheable, request_pin};
+use super::canon::canonical_key;
+use super::dedupe::Role;
+use super::forward::{forward_as, revealed_head};
+use super::marks::MarkKey;
+use super::outcome::{CallOutcome, Caller, ProxyError};
+use super::route::NetworkRoute;
+use super::submit::{submit, Submission};
+
+/// Forwards `call` on `route` and returns the answer the client should see.
+pub async fn forward(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
+    let info = route.declared.lookup(&call.method);
+    match info.kind {
+        Kind::Local => {
+            if let Some(answer) = local_answer(route, &call.method) {
+                return answer;
+            }
+        }
+        Kind::Subscription => {
+            return CallOutcome::Failed(ProxyError::Unsupported(
+                "Subscriptions need a WebSocket connection (eth_subscribe over HTTP is not possible)",
+            ))
+        }
+        Kind::Write => {
+            if let Some(kind) = Submission::of(&call.method) {
+                return submit(route, call, info, kind, caller, deadline, ids).await;
+            }
+        }
+        Kind::Unknown => route.recorder.metrics().unknown_method(),
+        _ => {}
+    }
+    if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
+        if let Some(key) = canonical_key(&call.method, &info, call.params) {
+            return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
+        }
+    }
+    forward_as(route, call, info, caller, deadline, ids).await
+}
+
+/// A read: answered from the cache when its answer can never change, joined to an identical read already
+/// in flight, or sent upstream as the leader of any that arrive meanwhile.
+async fn reuse_or_forward(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+    key: Vec<u8>,
+) -> CallOutcome {
+    let metrics = route.recorder.metrics();
+    let block = block_ref(&info, call.params);
+    let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
+    let pin = route
+        .cache
+        .as_ref()
+        .and_then(|_| request_pin(&call.method, &info, block, call.params, head, route.cache_depth));
+    if let (Some(cache), Some(_)) = (&route.cache, pin) {
+        if let Some(value) = cache.get(&key) {
+            metrics.reuse(Reuse::CacheHit);
+            return CallOutcome::Answer {
+                body: value.to_vec(),
+                value: 0..value.len(),
+                is_error: false,
+            };
+        }
+        metrics.reuse(Reuse::CacheMiss);
+    }
+    let store = |outcome: &CallOutcome, key: Vec<u8>| {
+        if let (Some(cache), Some(pin), CallOutcome::Answer { body, value, is_error }) = (&route.cache, pin, outcome) {
+            if answer_cacheable(&call.method, &body[value.clone()], *is_error) {
+                cache.insert(key, &body[value.clone()], pin);
+            }
+        }
+    };
+    let Some(inflight) = &route.inflight else {
+        let outcome = forward_as(route, call, info, caller, deadline, ids).await;
+        store(&outcome, key);
+        return outcome;
+    };
+    // Head-sensitive reads only join callers held to the same high-water mark. The cache key is only kept
+    // (cloned) when the answer may be cached; otherwise it becomes the join key as it is.
+    let (mut join_key, cache_key) = if pin.is_some() {
+        (key.clone(), Some(key))
+    } else {
+        (key, None)
+    };
+    if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest {
+        match caller.mark {
+            MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
+            MarkKey::Session(h) => join_key.extend_from_slice(&h.to_le_bytes()),
+        }
+        join_key.push(u8::from(matches!(caller.mark, MarkKey::Session(_))));
+    }
+    match inflight.join_or_lead(join_key) {
+        Role::Follower(slot) => {
+            metrics.reuse(Reuse::Joined);
+            let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
+            match slot.wait().await {
+                // The mark may have risen while the shared call was in flight: a head below it is not ours.
+                Some(outcome) if !below_mark(route, &info, latest, caller, &outcome) => outcome,
+                // Below the mark, or the leader's client went away before it finished: ask ourselves.
+                _ => forward_as(route, call, info, caller, deadline, ids).await,
+            }
+        }
+        Role::Leader(leader) => {
+            let outcome = forward_as(route, call, info, caller, deadline, ids).await;
+            if let Some(key) = cache_key {
+                store(&outcome, key);
+            }
+            leader.finish(&outcome);
+            outcome
+        }
+    }
+}
+
+/// Whether a shared answer reveals a head below the caller's current high-water mark.
+fn below_mark(route: &NetworkRoute, info: &MethodInfo, latest: bool, caller: &Caller, outcome: &CallOutcome) -> bool {
+    match outcome {
+        CallOutcome::Answer {
+            body,
+            value,
+            is_error: false,
+        } => revealed_head(info, latest, &body[value.clone()]).is_some_and(|h| h < route.live.marks.get(caller.mark)),
+        _ => false,
+    }
+}
+
+/// `eth_chainId` / `net_version` from config: every serving provider was checked to match it.
+fn local_answer(route: &NetworkRoute, method: &str) -> Option<CallOutcome> {
+    let chain = route.live.chain_id?;
+    let value = match method {
+        "eth_chainId" => format!("\"0x{chain:x}\""),
+        "net_version" => format!("\"{chain}\""),
+        _ => return None,
+    };
+    let len = value.len();
+    Some(CallOutcome::Answer {
+        body: value.into_bytes(),
+        value: 0..len,
+        is_error: false,
+    })
+}
