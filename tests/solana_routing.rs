@@ -666,6 +666,24 @@ fn a_transaction_whose_answer_is_lost_is_looked_up_on_its_side_and_never_resent(
 }
 
 #[test]
+fn a_transaction_the_er_has_already_processed_is_answered_with_its_signature() {
+    let m = Magic::start();
+    delegated(&m, "alice", &pk("er1_identity"));
+    let sig = send(&m, "write_alice_er", true)["result"].clone();
+    assert!(sig.is_string(), "the first submission lands: {sig}");
+    // Resent, the ER says it already has it: the client's intent holds, the answer is the signature.
+    m.er1.fail_method(
+        "sendTransaction",
+        Some(json!({"code": -32002, "message": "Transaction simulation failed: This transaction has already been processed",
+                    "data": {"err": "AlreadyProcessed", "logs": []}})),
+    );
+    let v = send(&m, "write_alice_er", true);
+    assert_eq!(v["result"], sig, "{v}");
+    assert_eq!(m.er1.count("sendTransaction"), 2, "each call sent once");
+    assert_eq!(m.base.count("sendTransaction"), 0);
+}
+
+#[test]
 fn an_unlisted_method_goes_to_base_once_and_is_counted_while_listed_reads_are_not() {
     let m = Magic::start();
     let before = m.base.count("vendor_relayBundle");

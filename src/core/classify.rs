@@ -665,7 +665,9 @@ pub fn submission_says(error: &[u8]) -> SubmissionSays {
         || t.contains("tx already exist")
         || t.contains("already in the mempool")
         || t.contains("already in mempool")
-        || t.contains("already in the pool");
+        || t.contains("already in the pool")
+        || t.contains("already been processed") // Agave preflight, AlreadyProcessed
+        || t.contains("alreadyprocessed");
     if known {
         return SubmissionSays::AlreadyKnown;
     }

@@ -45,11 +45,7 @@ impl Slot {
             listener.await;
         }
         match self.result.borrow().clone()? {
-            Shared::Answer { value, is_error } => Some(CallOutcome::Answer {
-                body: value.to_vec(),
-                value: 0..value.len(),
-                is_error,
-            }),
+            Shared::Answer { value, is_error } => Some(CallOutcome::whole(value.to_vec(), is_error)),
             Shared::Failed(e) => Some(CallOutcome::Failed(e)),
             Shared::Abandoned => None,
         }
@@ -135,11 +131,7 @@ mod tests {
     use super::*;
 
     fn answer(v: &[u8]) -> CallOutcome {
-        CallOutcome::Answer {
-            body: v.to_vec(),
-            value: 0..v.len(),
-            is_error: false,
-        }
+        CallOutcome::result(v.to_vec())
     }
 
     #[test]

@@ -528,13 +528,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         if self.info.head != HeadHint::ResultIsHead || self.mark == 0 {
             return None;
         }
-        let value = format!("\"0x{:x}\"", self.mark);
-        let len = value.len();
-        Some(CallOutcome::Answer {
-            body: value.into_bytes(),
-            value: 0..len,
-            is_error: false,
-        })
+        Some(CallOutcome::result(format!("\"0x{:x}\"", self.mark).into_bytes()))
     }
 }
 

@@ -22,6 +22,24 @@ pub enum CallOutcome {
     Failed(ProxyError),
 }
 
+impl CallOutcome {
+    /// An answer Prism made itself (or copied out of a shared one): all of `value` is the `result` value,
+    /// or the `error` value when `is_error`.
+    pub fn whole(value: Vec<u8>, is_error: bool) -> CallOutcome {
+        let len = value.len();
+        CallOutcome::Answer {
+            body: value,
+            value: 0..len,
+            is_error,
+        }
+    }
+
+    /// A `result` Prism made itself.
+    pub fn result(value: Vec<u8>) -> CallOutcome {
+        CallOutcome::whole(value, false)
+    }
+}
+
 /// Why Prism could not get an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProxyError {

@@ -75,11 +75,7 @@ async fn reuse_or_forward(
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
         if let Some(value) = cache.get(&key) {
             metrics.reuse(Reuse::CacheHit);
-            return CallOutcome::Answer {
-                body: value.to_vec(),
-                value: 0..value.len(),
-                is_error: false,
-            };
+            return CallOutcome::result(value.to_vec());
         }
         metrics.reuse(Reuse::CacheMiss);
     }
@@ -151,10 +147,5 @@ fn local_answer(route: &NetworkRoute, method: &str) -> Option<CallOutcome> {
         "net_version" => format!("\"{chain}\""),
         _ => return None,
     };
-    let len = value.len();
-    Some(CallOutcome::Answer {
-        body: value.into_bytes(),
-        value: 0..len,
-        is_error: false,
-    })
+    Some(CallOutcome::result(value.into_bytes()))
 }

@@ -16,7 +16,6 @@
 //! Never a second `eth_sendRawTransaction`.
 
 use std::cell::Cell;
-use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -184,28 +183,16 @@ pub async fn submit(
 
 /// `"0x…"`: what `eth_sendRawTransaction` answers.
 fn hash_answer(hash: &str) -> CallOutcome {
-    let body = format!("\"{hash}\"").into_bytes();
-    let len = body.len();
-    CallOutcome::Answer {
-        body,
-        value: 0..len,
-        is_error: false,
-    }
+    CallOutcome::result(format!("\"{hash}\"").into_bytes())
 }
 
 /// A sync submission in the pool but without a receipt by its deadline: EIP-7966's timeout error (code 4)
 /// with the hash as `data`, as a node answers it.
 fn not_included(hash: &str) -> CallOutcome {
-    let body = format!(
+    let error = format!(
         r#"{{"code":4,"message":"The transaction was added to the transaction pool but was not included in a block within the timeout","data":"{hash}"}}"#
-    )
-    .into_bytes();
-    let len = body.len();
-    CallOutcome::Answer {
-        body,
-        value: 0..len,
-        is_error: true,
-    }
+    );
+    CallOutcome::whole(error.into_bytes(), true)
 }
 
 /// What the providers know of a transaction.
@@ -295,19 +282,15 @@ impl Lookup<'_> {
                 continue;
             }
             if receipt {
-                return Seen::Receipt(receipt_answer(body, value));
+                return Seen::Receipt(CallOutcome::Answer {
+                    body,
+                    value,
+                    is_error: false,
+                });
             }
             seen = Seen::Known;
         }
         seen
-    }
-}
-
-fn receipt_answer(body: Vec<u8>, value: Range<usize>) -> CallOutcome {
-    CallOutcome::Answer {
-        body,
-        value,
-        is_error: false,
     }
 }
 

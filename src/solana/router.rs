@@ -23,6 +23,7 @@ use super::sync::READ;
 use super::table::Status;
 use super::tx::{decode_payload, lookup_table_addresses, Encoding, Transaction};
 use super::SolanaRoute;
+use crate::core::classify::{submission_says, SubmissionSays};
 use crate::core::marks::MarkKey;
 use crate::core::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::submit::send_deadline;
@@ -106,12 +107,7 @@ fn invalid(message: String) -> CallOutcome {
 }
 
 fn local(result: Vec<u8>) -> CallOutcome {
-    let len = result.len();
-    CallOutcome::Answer {
-        body: result,
-        value: 0..len,
-        is_error: false,
-    }
+    CallOutcome::result(result)
 }
 
 fn param_str(params: Option<&[u8]>, n: usize) -> Option<&str> {
@@ -581,7 +577,7 @@ async fn transaction(
             body,
             value,
             is_error: true,
-        } if already_processed(&body[value.clone()]) => {
+        } if submission_says(&body[value.clone()]) == SubmissionSays::AlreadyKnown => {
             sol.route.recorder.metrics().submitted(Submitted::AlreadyKnown);
             out = signature_answer(&sig);
         }
@@ -594,13 +590,6 @@ async fn transaction(
 /// `"<signature>"`: what `sendTransaction` answers.
 fn signature_answer(sig: &str) -> CallOutcome {
     local(format!("\"{sig}\"").into_bytes())
-}
-
-/// Agave's preflight answer to a transaction it has already seen ("This transaction has already been
-/// processed", `AlreadyProcessed`).
-fn already_processed(error: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(&error[..error.len().min(4096)]).to_ascii_lowercase();
-    text.contains("already been processed") || text.contains("alreadyprocessed")
 }
 
 /// Polls `getSignatureStatuses` on `dest` until `deadline`: whether the side knows the signature.

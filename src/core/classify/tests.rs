@@ -649,6 +649,11 @@ fn what_a_submission_error_says_about_its_transaction() {
             "rpc error: code = ALREADY_EXISTS desc = tx already in mempool",
             AlreadyKnown,
         ),
+        (
+            -32002,
+            "Transaction simulation failed: This transaction has already been processed",
+            AlreadyKnown,
+        ), // Agave
         (-32000, "nonce too low: next nonce 8, tx nonce 7", NonceTooLow),
         (-38010, "Transactions nonce is too low", NonceTooLow),
         (
