@@ -277,11 +277,6 @@ pub fn method_index(method: &str) -> usize {
     index.get(method).copied().unwrap_or(KNOWN_METHODS.len())
 }
 
-/// Shorthand for the exactly-once rule: a known write, or a method the table does not know.
-pub fn is_write(method: &str) -> bool {
-    matches!(lookup(method).kind, Kind::Write | Kind::Unknown)
-}
-
 impl Kind {
     /// Sent to one upstream once: a known write or an unknown method.
     pub fn sent_once(self) -> bool {
@@ -447,10 +442,13 @@ mod tests {
         ] {
             assert_eq!(lookup(m).kind, Write, "{m}");
         }
-        assert!(is_write("alchemy_getTokenBalances"), "unknown methods are sent once");
+        assert!(
+            lookup("alchemy_getTokenBalances").kind.sent_once(),
+            "unknown methods are sent once"
+        );
         assert_eq!(lookup("eth_getLogs").family, Logs);
         assert_eq!(lookup("debug_traceTransaction").family, Trace);
-        assert!(is_write("eth_sendRawTransaction") && !is_write("eth_call"));
+        assert!(lookup("eth_sendRawTransaction").kind.sent_once() && !lookup("eth_call").kind.sent_once());
     }
 
     #[test]
