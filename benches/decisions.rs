@@ -16,6 +16,7 @@ use prism::core::methods::{lookup, Family};
 use prism::core::router::{choose, Ask, ProviderStatic};
 use prism::core::state::NetworkLive;
 use prism::edge::keys::KeyRing;
+use prism::rpc::ProviderId;
 use prism::telemetry::snapshot::{NetworkHealth, ProviderHealth};
 
 fn config(providers: usize) -> Config {
@@ -61,7 +62,7 @@ fn routing(c: &mut Criterion) {
             built_at_ms: 0,
         };
         for i in 0..n {
-            live.observe_head(i, 1_000_000 - (i as u64 % 3));
+            live.observe_head(ProviderId::new(i), 1_000_000 - (i as u64 % 3));
         }
         let ask = Ask {
             family: Family::Execute,

@@ -13,6 +13,7 @@ use crate::access::keys::KeyRing;
 use crate::config::{Config, NetworkKind};
 use crate::core::cache::ResultCache;
 use crate::core::dedupe::InFlight;
+use crate::core::route::WsTarget;
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::submit::SubmitLimits;
@@ -24,6 +25,7 @@ use crate::edge::rpc::RpcShard;
 use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, EdgeShard};
 use crate::rpc::methods::{Declared, DeclaredError};
+use crate::rpc::ProviderId;
 use crate::runtime::net::TcpListener;
 use crate::runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
 use crate::solana::{SolanaNet, SolanaRoute};
@@ -333,7 +335,7 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared:
                 let shard = shard.clone();
                 crate::runtime::spawn(async move {
                     let route = &shard.routes[n];
-                    crate::upstream::prober::probe_loop(route, i, interval, &shard.shutdown).await;
+                    crate::upstream::prober::probe_loop(route, ProviderId::new(i), interval, &shard.shutdown).await;
                 });
             }
             k += 1;
@@ -383,7 +385,11 @@ fn build_shard(
                     UpstreamPool::new(p.endpoint.clone(), Arc::from(Vec::new()), None, settings)
                         .expect("a pool without addresses cannot fail")
                 });
-            upstreams.push(Upstream::new(p.name.clone(), pool));
+            let ws = p.ws_endpoint.clone().map(|url| WsTarget {
+                url,
+                addrs: p.ws_addrs.clone(),
+            });
+            upstreams.push(Upstream::new(p.name.clone(), pool, ws));
             statics.push(ProviderStatic {
                 weight: p.weight,
                 overflow: p.overflow,
@@ -408,8 +414,6 @@ fn build_shard(
             inflight: config.cache.dedupe.then(InFlight::default),
             subs: SubHub::default(),
             blame: Default::default(),
-            ws_urls: n.providers.iter().map(|p| p.ws_endpoint.clone()).collect(),
-            ws_addrs: n.providers.iter().map(|p| p.ws_addrs.clone()).collect(),
             ws_tls: tls_config.clone(),
             connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
             ws_ping: (config.limits.upstream_ws_ping_ms > 0)

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 type R = Result<(), ConfigError>;
 
 /// Providers one network may have: routing tracks them in 64-bit masks (tried, excluded, stalled).
-pub const MAX_PROVIDERS: usize = 64;
+pub const MAX_PROVIDERS: usize = crate::rpc::ProviderId::MAX;
 
 fn positive(field: &str, v: u64) -> R {
     if v == 0 {

@@ -10,6 +10,7 @@
 //! One table per network per shard (it hangs on `NetworkRoute`): no lock, fixed capacity, no allocation.
 //! When full, the entry closest to expiry is evicted.
 
+use crate::rpc::ProviderId;
 use std::cell::Cell;
 
 /// How long a verdict is believed.
@@ -29,7 +30,7 @@ pub enum Blame {
     Client,
     /// Another provider answered the call with a result: the fault of this provider (by index), and of no
     /// other that later answers the same.
-    Provider(usize),
+    Provider(ProviderId),
     /// A second opinion is in flight.
     Pending,
 }
@@ -229,8 +230,8 @@ mod tests {
         assert_eq!(m.recall(k, 2_001), Some(Blame::Client));
         assert_eq!(m.len(2_001), 1, "one slot per key");
         assert_eq!(m.recall(k, 2_000 + VERDICT_TTL_MS), None);
-        m.settle(k, Some(Blame::Provider(1)), 3_000);
-        assert_eq!(m.recall(k, 3_001), Some(Blame::Provider(1)));
+        m.settle(k, Some(Blame::Provider(ProviderId::new(1))), 3_000);
+        assert_eq!(m.recall(k, 3_001), Some(Blame::Provider(ProviderId::new(1))));
         m.settle(k, None, 3_002);
         assert_eq!(m.recall(k, 3_003), None);
     }

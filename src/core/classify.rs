@@ -28,6 +28,7 @@
 //! get; `classify/tests.rs` checks every row.
 
 use crate::jsonscan::depth_at_most;
+use crate::telemetry::metrics::AttemptResult;
 use crate::transport::TransportError;
 use simd_json::prelude::*;
 use simd_json::BorrowedValue;
@@ -107,6 +108,17 @@ impl Class {
         )
     }
 
+    /// What the exchange was for health and metrics: the provider's failure, a throttle, rerouted (not this
+    /// provider's to answer, or not settled yet), or an answer (a user error too: the provider worked).
+    pub const fn attempt_result(self) -> AttemptResult {
+        match self {
+            Class::ProviderFailure => AttemptResult::Failed,
+            Class::Throttled | Class::QuotaExhausted => AttemptResult::Throttled,
+            Class::Unsupported | Class::DataUnavailable | Class::Unknown => AttemptResult::Rerouted,
+            Class::Success | Class::UserError | Class::TooLarge => AttemptResult::Ok,
+        }
+    }
+
     /// Whether the upstream's answer goes to the client as it came.
     pub const fn is_final_answer(self) -> bool {
         matches!(self, Class::Success | Class::TooLarge | Class::UserError)
@@ -170,37 +182,6 @@ pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
 pub fn classify_rpc_error_with_status(status: u16, error: &[u8], is_write: bool) -> Class {
     let verdict = rpc_verdict(&ErrorText::from_bytes(error), is_write);
     reconcile(status, verdict, error)
-}
-
-/// A whole upstream response (status and body): a JSON-RPC error object is classified with
-/// [`classify_rpc_error_with_status`]; a `result` with a 2xx status is `Success` (a `null` result or a
-/// receipt with `status: 0x0` included); a 2xx batch array is `Success` (its elements are the caller's
-/// to judge); anything else goes to [`classify_http`].
-pub fn classify_response(status: u16, body: &[u8], is_write: bool) -> Class {
-    let ok = (200..300).contains(&status);
-    let mut copy = body.to_vec();
-    let parsed = if depth_at_most(body, MAX_PARSE_DEPTH) {
-        simd_json::to_borrowed_value(&mut copy).ok()
-    } else {
-        None
-    };
-    if let Some(value) = parsed {
-        if let Some(obj) = value.as_object() {
-            match obj.get("error") {
-                Some(err) if !err.is_null() => {
-                    let verdict = rpc_verdict(&ErrorText::from_value(err), is_write);
-                    return reconcile(status, verdict, body);
-                }
-                _ => {}
-            }
-            if ok && obj.contains_key("result") {
-                return Class::Success;
-            }
-        } else if ok && value.as_array().is_some() {
-            return Class::Success;
-        }
-    }
-    classify_http(status, body)
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -736,7 +717,8 @@ fn reconcile(status: u16, v: Verdict, body: &[u8]) -> Class {
             },
             By::Default => classify_http(status, body),
         },
-        _ => Class::ProviderFailure,
+        // 1xx/3xx: no answer a node gives; its text may still say throttled.
+        _ => classify_http(status, body),
     }
 }
 

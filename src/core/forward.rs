@@ -16,7 +16,9 @@
 //! and the client gets the first node's bytes. `core::blame` remembers the verdict for a while, so a
 //! stream of the same bad call costs one second opinion.
 //!
-//! What comes before (local answers, the cache, dedupe, submissions) is `core::pipeline`.
+//! What comes before (local answers, the cache, dedupe, submissions) is `core::pipeline`. The loop is
+//! written against [`Exchange`], so its unit tests (`forward_tests.rs`) drive it with a scripted exchange
+//! and a clock that moves only when told; what an exchange says is `core::judge`'s.
 
 use std::cell::Cell;
 use std::ops::Range;
@@ -24,15 +26,15 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Jitter, RetryOn};
 use crate::jsonscan::{hex_quantity, object_field};
-use crate::rpc::Call;
-use crate::telemetry::clock::now_ms;
+use crate::rpc::{Call, ProviderId};
 use crate::telemetry::metrics::Settled;
-use crate::transport::validate::check_response;
 use crate::transport::TransportError;
 
 use super::blame::{Blame, BlameKey};
 use super::cache::revealed_block;
-use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
+use super::classify::Class;
+use super::exchange::{Exchange, Live};
+use super::judge::{judge, Failure, Judged};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
@@ -52,15 +54,31 @@ pub async fn forward_as(
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
+    forward_with(&Live, route, call, info, caller, deadline, ids).await
+}
+
+/// [`forward_as`] over any [`Exchange`] (the unit tests' scripted one).
+pub async fn forward_with<E: Exchange>(
+    ex: &E,
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
     let id = ids.get();
     ids.set(id.wrapping_add(1));
     let mut body = Vec::with_capacity(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
-    Attempts::new(route, call, info, caller, deadline).run(&body, id).await
+    Attempts::new(ex, route, call, info, caller, deadline)
+        .run(&body, id)
+        .await
 }
 
 /// The retry loop of one call.
-struct Attempts<'r, 'c> {
+struct Attempts<'r, 'c, E> {
+    ex: &'r E,
     route: &'r NetworkRoute,
     call: &'r Call<'c>,
     info: MethodInfo,
@@ -76,8 +94,9 @@ struct Attempts<'r, 'c> {
     head: Cell<Option<u64>>,
 }
 
-impl<'r, 'c> Attempts<'r, 'c> {
+impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     fn new(
+        ex: &'r E,
         route: &'r NetworkRoute,
         call: &'r Call<'c>,
         info: MethodInfo,
@@ -97,6 +116,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         }
         let never_retry = route.retry.never_retry.iter().any(|m| m == &*call.method);
         Attempts {
+            ex,
             route,
             call,
             info,
@@ -146,7 +166,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
         // An unknown error waiting for a second opinion.
         let mut dispute: Option<Dispute> = None;
         loop {
-            let now = now_ms();
+            let now = self.ex.now_ms();
             let dice = fastrand::f64();
             self.ask.stalled = route.stalled(self.info.family, now);
             let choice = if self.info.kind == Kind::Filter {
@@ -163,7 +183,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 )
             };
             let i = match choice {
-                Choice::Provider(i) => i,
+                Choice::Provider(p) => p,
                 // Nobody else to ask: nobody is blamed.
                 _ if dispute.is_some() => return self.undisputed(dispute.take().unwrap(), Settled::Alone),
                 // Out of providers after a lagging answer: never hand a client a height below its mark.
@@ -176,19 +196,19 @@ impl<'r, 'c> Attempts<'r, 'c> {
                 }
                 Choice::Exhausted => return last.unwrap_or_else(|| self.all_down(now)),
             };
-            self.ask.exclude |= 1 << i;
+            self.ask.exclude |= i.bit();
             attempt += 1;
             let attempts_left = max.saturating_sub(attempt) + 1;
-            let remaining = self.deadline.saturating_duration_since(Instant::now());
+            let started = self.ex.now();
+            let remaining = self.deadline.saturating_duration_since(started);
             let attempt_deadline = if self.write || attempts_left <= 1 {
                 self.deadline
             } else {
-                Instant::now() + remaining / attempts_left
+                started + remaining / attempts_left
             };
             let upstream = &route.upstreams[i];
-            let started = Instant::now();
             let guard = super::route::InFlightGuard::new(upstream, now);
-            let result = upstream.pool.post(body, attempt_deadline, !self.write).await;
+            let result = self.ex.post(route, i, body, attempt_deadline, !self.write).await;
             drop(guard);
             if let Err(e @ TransportError::ConnectionLimit { .. }) = &result {
                 // Prism's own connection cap: nothing was sent and nothing is held against the provider
@@ -197,13 +217,15 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     code: -32603,
                     message: e.to_string(),
                 }));
-                if attempt < max && Instant::now() < self.deadline {
+                if attempt < max && self.ex.now() < self.deadline {
                     continue;
                 }
                 return last.unwrap();
             }
-            let latency_us = started.elapsed().as_micros() as u64;
-            let verdict = self.judge(i, id, result);
+            let latency_us = self.ex.now().saturating_duration_since(started).as_micros() as u64;
+            let verdict = self
+                .verdict(i, judge(result, id, self.light(), self.write))
+                .check_head(&self, i);
             let class = verdict.class();
             // An unknown error is noted once it is settled.
             if class != Class::Unknown {
@@ -212,7 +234,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
                 upstream.observe_latency(self.info.family, latency_us, now + latency_us / 1000);
             }
-            let more = attempt < max && Instant::now() < self.deadline;
+            let more = attempt < max && self.ex.now() < self.deadline;
             if let Some(d) = dispute.take() {
                 // This answer was the second opinion on `d`.
                 if let Some(answer) = self.second_opinion(d, i, &verdict, latency_us) {
@@ -250,7 +272,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     if !more || self.write || self.info.kind == Kind::Filter {
                         return self.undisputed(d, Settled::Alone);
                     }
-                    route.blame.begin(key, now_ms());
+                    route.blame.begin(key, self.ex.now_ms());
                     dispute = Some(d);
                     lagging = false;
                 }
@@ -291,11 +313,11 @@ impl<'r, 'c> Attempts<'r, 'c> {
                     }
                     backoffs += 1;
                     let delay = backoff(&route.retry, backoffs);
-                    if Instant::now() + delay >= self.deadline {
+                    if self.ex.now() + delay >= self.deadline {
                         return last.unwrap();
                     }
                     if !delay.is_zero() {
-                        crate::runtime::sleep(delay).await;
+                        self.ex.sleep(delay).await;
                     }
                 }
             }
@@ -305,7 +327,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
     /// Settles `d` with the answer provider `j` gave to the same call: a result blames `d`'s provider (and
     /// returns `None`: the result is the client's answer, handled as any other), anything else blames
     /// nobody and returns `d`'s answer, the first node's bytes.
-    fn second_opinion(&self, d: Dispute, j: usize, verdict: &Verdict, latency_us: u64) -> Option<CallOutcome> {
+    fn second_opinion(&self, d: Dispute, j: ProviderId, verdict: &Verdict, latency_us: u64) -> Option<CallOutcome> {
         let route = self.route;
         let (blame, how) = match verdict {
             Verdict::Answer { is_error: false, .. } => {
@@ -327,7 +349,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
             Class::UserError
         };
         route.note_outcome(d.provider, self.info.family, first, d.latency_us, false);
-        route.blame.settle(d.key, blame, now_ms());
+        route.blame.settle(d.key, blame, self.ex.now_ms());
         route.recorder.metrics().settled(how);
         if blamed {
             tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
@@ -341,7 +363,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
     fn undisputed(&self, d: Dispute, how: Settled) -> CallOutcome {
         self.route
             .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false);
-        self.route.blame.settle(d.key, None, now_ms());
+        self.route.blame.settle(d.key, None, self.ex.now_ms());
         self.route.recorder.metrics().settled(how);
         d.answer
     }
@@ -370,82 +392,60 @@ impl<'r, 'c> Attempts<'r, 'c> {
         }
     }
 
-    /// Turns an exchange into a verdict, updating breakers, parking and heads on the way.
-    fn judge(&self, i: usize, id: u64, result: Result<crate::transport::UpstreamResponse, TransportError>) -> Verdict {
-        let name = || self.route.upstreams[i].name.clone();
-        let resp = match result {
-            Ok(r) => r,
-            Err(error) => {
-                if let TransportError::Malformed(why) = &error {
-                    tracing::warn!(network = %self.route.name, provider = %self.route.upstreams[i].name,
-                        why, "malformed upstream response");
-                }
-                let sent = error.maybe_sent();
-                let retry_class = Some(match error {
-                    TransportError::Timeout { .. } => RetryOn::Timeout,
-                    _ => RetryOn::ConnectionReset,
-                });
-                let class = match classify_transport(&error) {
-                    // Light answers (heads, balances, blocks, receipts) are far below the response limit on
-                    // any honest node: over it is a flood from this provider, not a request asking too much.
-                    Class::TooLarge if self.info.family == crate::rpc::methods::Family::Light => Class::ProviderFailure,
-                    c => c,
-                };
-                return Verdict::Failed {
-                    error: ProxyError::Transport {
-                        provider: name(),
-                        error,
-                    },
-                    sent,
-                    retry_class,
-                    node_answer: None,
-                    class,
-                };
-            }
-        };
-        let checked = check_response(&resp.body, id);
-        let ok_status = (200..300).contains(&resp.status);
-        match checked {
-            Ok(a) if a.is_error && (ok_status || (400..600).contains(&resp.status)) => {
-                let mut class = classify_rpc_error_with_status(resp.status, &resp.body[a.value.clone()], self.write);
+    /// Whether this call's answers are small on any honest node (over the response limit is a flood).
+    fn light(&self) -> bool {
+        self.info.family == crate::rpc::methods::Family::Light
+    }
+
+    /// What a judged exchange with provider `p` means for this call: blame memory settles an error no rule
+    /// knows, the class decides whether it is the answer, another provider's turn, or a failure.
+    fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
+        let route = self.route;
+        let name = || route.upstreams[p].name.clone();
+        judged.log_broken(&route.name, &route.upstreams[p].name, &self.call.method);
+        let sent = judged.maybe_sent();
+        let retry_class = judged.retry_on();
+        match judged {
+            Judged::Answer {
+                body,
+                value,
+                is_error,
+                status,
+                class,
+            } => {
+                let mut class = class;
                 let mut key = None;
                 if class == Class::Unknown {
-                    let k = BlameKey::of(&self.call.method, &resp.body[a.value.clone()]);
-                    let (settled, how) = match self.route.blame.recall(k, now_ms()) {
+                    let k = BlameKey::of(&self.call.method, &body[value.clone()]);
+                    let (settled, how) = match route.blame.recall(k, self.ex.now_ms()) {
                         None => (Class::Unknown, None),
                         Some(Blame::Client) => (Class::UserError, Some(Settled::RememberedClient)),
                         Some(Blame::Pending) => (Class::UserError, Some(Settled::Pending)),
                         // The verdict was on that provider: another one answering the same is asked again.
-                        Some(Blame::Provider(p)) if p == i => {
+                        Some(Blame::Provider(q)) if q == p => {
                             (Class::ProviderFailure, Some(Settled::RememberedProvider))
                         }
                         Some(Blame::Provider(_)) => (Class::Unknown, None),
                     };
                     if let Some(how) = how {
-                        self.route.recorder.metrics().settled(how);
+                        route.recorder.metrics().settled(how);
                     }
                     class = settled;
                     key = Some(k);
                 }
-                let answer = CallOutcome::Answer {
-                    value: a.value,
-                    is_error: true,
-                    body: resp.body,
-                };
                 match class {
+                    Class::Success | Class::UserError | Class::TooLarge => Verdict::Answer { body, value, is_error },
                     Class::Unknown => Verdict::Disputed {
-                        answer,
+                        answer: CallOutcome::Answer { body, value, is_error },
                         key: key.expect("set for Unknown"),
                     },
-                    Class::Success | Class::UserError | Class::TooLarge => match answer {
-                        CallOutcome::Answer { body, value, is_error } => Verdict::Answer { body, value, is_error },
-                        _ => unreachable!(),
+                    Class::Unsupported | Class::DataUnavailable => Verdict::Reroute {
+                        answer: CallOutcome::Answer { body, value, is_error },
                     },
-                    Class::Unsupported | Class::DataUnavailable => Verdict::Reroute { answer },
                     Class::Throttled | Class::QuotaExhausted | Class::ProviderFailure => Verdict::Failed {
                         error: ProxyError::Status {
                             provider: name(),
-                            status: resp.status,
+                            status,
                         },
                         sent: true,
                         retry_class: Some(if class == Class::ProviderFailure {
@@ -453,48 +453,29 @@ impl<'r, 'c> Attempts<'r, 'c> {
                         } else {
                             RetryOn::Status429
                         }),
-                        node_answer: Some(answer),
+                        node_answer: Some(CallOutcome::Answer { body, value, is_error }),
                         class,
                     },
                 }
             }
-            Ok(a) if ok_status => Verdict::Answer {
-                value: a.value,
-                is_error: false,
-                body: resp.body,
-            },
-            _ if !ok_status => {
-                let class = classify_http(resp.status, &resp.body);
-                Verdict::Failed {
-                    error: ProxyError::Status {
+            Judged::Failed { failure, class } => Verdict::Failed {
+                error: match failure {
+                    Failure::Transport(error) => ProxyError::Transport {
                         provider: name(),
-                        status: resp.status,
+                        error,
                     },
-                    sent: true,
-                    retry_class: Some(if resp.status == 429 || class == Class::Throttled {
-                        RetryOn::Status429
-                    } else {
-                        RetryOn::Status5xx
-                    }),
-                    node_answer: None,
-                    class,
-                }
-            }
-            Ok(_) => unreachable!("handled above"),
-            Err(why) => {
-                // The reason and size only: never the body (it may carry another caller's data).
-                tracing::warn!(network = %self.route.name, provider = %self.route.upstreams[i].name,
-                    status = resp.status, bytes = resp.body.len(), %why, "malformed upstream answer");
-                Verdict::Failed {
-                    error: ProxyError::BadResponse { provider: name(), why },
-                    sent: true,
-                    retry_class: None,
-                    node_answer: None,
-                    class: Class::ProviderFailure,
-                }
-            }
+                    Failure::Status(status) => ProxyError::Status {
+                        provider: name(),
+                        status,
+                    },
+                    Failure::Malformed { why, .. } => ProxyError::BadResponse { provider: name(), why },
+                },
+                sent,
+                retry_class,
+                node_answer: None,
+                class,
+            },
         }
-        .check_head(self, i)
     }
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
@@ -534,7 +515,7 @@ impl<'r, 'c> Attempts<'r, 'c> {
 
 /// An unknown error waiting for a second opinion: who answered it, how fast, and the answer itself.
 struct Dispute {
-    provider: usize,
+    provider: ProviderId,
     latency_us: u64,
     key: BlameKey,
     answer: CallOutcome,
@@ -575,7 +556,7 @@ impl Verdict {
     /// An answer revealing a head: learn it if plausible. One beyond 2^53 is malformed (the provider's
     /// failure); one the chain cannot be at is never answered (try another). `eth_blockNumber` or a "latest"
     /// block answered below the client's mark is lagging: learn the provider's real head, try another.
-    fn check_head(self, a: &Attempts<'_, '_>, i: usize) -> Verdict {
+    fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId) -> Verdict {
         a.head.set(None);
         match self {
             Verdict::Answer {
@@ -637,10 +618,10 @@ pub(super) fn revealed_head(info: &MethodInfo, latest: bool, result: &[u8]) -> O
 /// usable provider in config order, so `eth_getFilterChanges` finds its filter.
 fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
     let live = &route.live;
-    for i in 0..route.upstreams.len() {
+    for i in ProviderId::all(route.upstreams.len()) {
         let p = &live.providers[i];
         if live.admissible(i) && p.breaker.is_closed() && !p.is_parked(now) {
-            return if ask.exclude & (1 << i) != 0 {
+            return if i.is_in(ask.exclude) {
                 Choice::Exhausted
             } else {
                 Choice::Provider(i)
@@ -665,7 +646,11 @@ fn backoff(policy: &crate::config::RetryPolicy, n: u32) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
+#[path = "forward_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+mod backoff_tests {
     use super::*;
 
     #[test]

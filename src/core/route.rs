@@ -19,9 +19,9 @@ use super::subs::hub::SubHub;
 use crate::config::Endpoint;
 use crate::config::RetryPolicy;
 use crate::rpc::methods::{Declared, Family};
+use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
-use crate::telemetry::recorder::Outcome;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 use std::net::SocketAddr;
@@ -31,6 +31,8 @@ use std::net::SocketAddr;
 pub struct Upstream {
     pub name: String,
     pub pool: UpstreamPool,
+    /// Its WebSocket endpoint, when it has one (subscriptions, Solana's delegation feed).
+    pub ws: Option<WsTarget>,
     pub in_flight: Cell<u32>,
     pub in_flight_started_ms: Cell<u64>,
     /// This shard's peak-EWMA latency per family (µs) and when it was last updated: a slow answer raises it
@@ -40,11 +42,19 @@ pub struct Upstream {
     pub recent_at_ms: [Cell<u64>; 5],
 }
 
+/// A provider's WebSocket endpoint and its addresses, resolved at start-up.
+#[derive(Debug, Clone)]
+pub struct WsTarget {
+    pub url: Endpoint,
+    pub addrs: Arc<[SocketAddr]>,
+}
+
 impl Upstream {
-    pub fn new(name: String, pool: UpstreamPool) -> Upstream {
+    pub fn new(name: String, pool: UpstreamPool, ws: Option<WsTarget>) -> Upstream {
         Upstream {
             name,
             pool,
+            ws,
             in_flight: Cell::new(0),
             in_flight_started_ms: Cell::new(0),
             recent_us: Default::default(),
@@ -152,9 +162,6 @@ pub struct NetworkRoute {
     pub subs: SubHub,
     /// This shard's verdicts on errors the classifier does not know (see `core::blame`).
     pub blame: BlameMemory,
-    /// Each provider's WebSocket endpoint and resolved addresses, if it has one.
-    pub ws_urls: Vec<Option<Endpoint>>,
-    pub ws_addrs: Vec<Arc<[SocketAddr]>>,
     pub ws_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout_ms: u64,
     /// Upstream WebSocket liveness (`limits.upstream_ws_ping_ms`; `None` = off).
@@ -224,17 +231,11 @@ impl NetworkRoute {
     /// provider's leased quota, its breaker and parking. Client attempts and probes both come through here,
     /// so a 429 means the same to both. `probe` marks the single half-open probe: an answer that is neither
     /// success nor failure ends it without a verdict.
-    pub fn note_outcome(&self, i: usize, family: Family, class: Class, latency_us: u64, probe: bool) {
+    pub fn note_outcome(&self, i: ProviderId, family: Family, class: Class, latency_us: u64, probe: bool) {
         let p = &self.live.providers[i];
         let now = now_ms();
-        let outcome = match class {
-            Class::ProviderFailure => Outcome::Failed,
-            Class::Throttled | Class::QuotaExhausted => Outcome::Throttled,
-            // `forward` settles an unknown error before it is noted; anything else passing one is undecided.
-            Class::Unsupported | Class::DataUnavailable | Class::Unknown => Outcome::Rerouted,
-            Class::Success | Class::UserError | Class::TooLarge => Outcome::Ok,
-        };
-        self.recorder.record(self.index, i, family, latency_us, outcome);
+        self.recorder
+            .record(self.index, i, family, latency_us, class.attempt_result());
         if p.quota_leased.load(Ordering::Relaxed) {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
@@ -289,6 +290,7 @@ mod tests {
         Upstream::new(
             "p".into(),
             UpstreamPool::new(endpoint, Vec::new().into(), None, settings).unwrap(),
+            None,
         )
     }
 

@@ -13,6 +13,7 @@ use super::breaker::BreakerState;
 use super::state::NetworkLive;
 use crate::config::{Strategy, Weights};
 use crate::rpc::methods::Family;
+use crate::rpc::ProviderId;
 use crate::telemetry::snapshot::NetworkHealth;
 
 /// What routing knows about a provider from config.
@@ -35,9 +36,9 @@ pub struct Ask {
     pub min_head: u64,
     /// Data was unavailable at a provider: prefer the deepest head.
     pub prefer_deeper: bool,
-    /// Bit i set = provider i already tried by this request.
+    /// Providers already tried by this request (one `ProviderId::bit` each).
     pub exclude: u64,
-    /// Bit i set = provider i has requests from this shard in flight for much longer than it usually takes
+    /// Providers that have requests from this shard in flight for much longer than it usually takes
     /// (it turned slow, and its slow answers have not reached the latency windows yet): used only when
     /// nothing else is.
     pub stalled: u64,
@@ -45,7 +46,7 @@ pub struct Ask {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Choice {
-    Provider(usize),
+    Provider(ProviderId),
     /// Nothing usable. `open` breakers, and when one may be usable again.
     AllDown {
         open: usize,
@@ -72,12 +73,12 @@ pub fn choose(
     dice: f64,
 ) -> Choice {
     // Tier 0: primaries within quota; tier 1: overflow or over quota. Fixed-size scratch, no allocation.
-    let mut cand = [0usize; 64];
+    let mut cand = [ProviderId::default(); 64];
     let mut tier = [0u8; 64];
     let mut n = 0;
     let mut any_unexcluded = false;
-    for (i, s) in statics.iter().enumerate().take(64) {
-        if ask.exclude & (1 << i) != 0 {
+    for (i, s) in ProviderId::all(statics.len()).zip(statics) {
+        if i.is_in(ask.exclude) {
             continue;
         }
         any_unexcluded = true;
@@ -88,9 +89,7 @@ pub fn choose(
         let burn = quota_burn(s, health, i);
         cand[n] = i;
         // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
-        tier[n] = u8::from(
-            s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || ask.stalled & (1 << i) != 0,
-        );
+        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled));
         n += 1;
     }
     if n == 0 {
@@ -158,7 +157,12 @@ pub fn choose(
         Strategy::Score => {
             let max_p50 = cand
                 .iter()
-                .map(|&i| health.providers.get(i).map_or(0, |h| h.figures(ask.family).p50_us))
+                .map(|&i| {
+                    health
+                        .providers
+                        .get(i.index())
+                        .map_or(0, |h| h.figures(ask.family).p50_us)
+                })
                 .max()
                 .unwrap_or(0)
                 .max(1) as f64;
@@ -195,8 +199,8 @@ pub fn choose(
     }
 }
 
-fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: usize) -> f64 {
-    match (s.quota_rps, health.providers.get(i)) {
+fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: ProviderId) -> f64 {
+    match (s.quota_rps, health.providers.get(i.index())) {
         (Some(q), Some(h)) if q > 0.0 => h.recent_rps / q,
         _ => 0.0,
     }
@@ -207,10 +211,10 @@ fn score(
     health: &NetworkHealth,
     w: &Weights,
     family: Family,
-    i: usize,
+    i: ProviderId,
     max_p50: f64,
 ) -> f64 {
-    let (p50, err) = health.providers.get(i).map_or((0.0, 0.0), |h| {
+    let (p50, err) = health.providers.get(i.index()).map_or((0.0, 0.0), |h| {
         (h.figures(family).p50_us as f64, h.figures(family).error_rate())
     });
     w.latency * (p50 / max_p50)

@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use super::breaker::{Breaker, BreakerState};
 use super::marks::Marks;
 use crate::config::{BreakerPolicy, Network};
+use crate::rpc::ProviderId;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::snapshot::NetworkHealth;
 
@@ -24,7 +25,7 @@ use crate::telemetry::snapshot::NetworkHealth;
 pub const MAX_HEIGHT: u64 = 1 << 53;
 
 /// Most providers a network's plausibility check looks at (the router's own bound).
-const MAX_PROVIDERS: usize = 64;
+const MAX_PROVIDERS: usize = crate::rpc::ProviderId::MAX;
 
 /// What is known of one provider's head: the height, when it first reached it, when it last confirmed it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -329,7 +330,7 @@ impl NetworkLive {
     }
 
     /// Whether provider `i`'s head counts towards the pool's (right chain, not an outlier).
-    fn counts(&self, i: usize) -> bool {
+    fn counts(&self, i: ProviderId) -> bool {
         let p = &self.providers[i];
         !p.outlier.load(Ordering::Relaxed)
             && match p.chain() {
@@ -339,7 +340,7 @@ impl NetworkLive {
             }
     }
 
-    fn head_ref(&self, i: usize) -> HeadRef {
+    fn head_ref(&self, i: ProviderId) -> HeadRef {
         let p = &self.providers[i];
         HeadRef {
             head: p.head.load(Ordering::Acquire),
@@ -352,7 +353,7 @@ impl NetworkLive {
     /// outlier, their last believed heads (never an implausible one) are all there is.
     pub fn recompute_best(&self) -> u64 {
         let (mut best, mut fallback) = (0, 0);
-        for (i, p) in self.providers.iter().enumerate() {
+        for (i, p) in ProviderId::all(self.providers.len()).zip(self.providers.iter()) {
             let head = p.head.load(Ordering::Acquire);
             if self.counts(i) {
                 best = best.max(head);
@@ -366,14 +367,14 @@ impl NetworkLive {
     }
 
     /// Records a head reported by `provider` (an answer, a newHeads notification), if it is plausible.
-    pub fn observe_head(&self, provider: usize, height: u64) -> HeadVerdict {
+    pub fn observe_head(&self, provider: ProviderId, height: u64) -> HeadVerdict {
         self.observe_head_at(provider, height, now_ms())
     }
 
     /// A probe's head: the provider's head is what it says now, lower than before or not.
     /// Probes always get the whole rule (no shortcut for heads already believed): once per probe interval
     /// each provider's head is checked against the others' again.
-    pub fn observe_probe(&self, provider: usize, height: u64) -> HeadVerdict {
+    pub fn observe_probe(&self, provider: ProviderId, height: u64) -> HeadVerdict {
         let now = now_ms();
         let verdict = self.observe_at(provider, height, now, true);
         if verdict.accepted() {
@@ -388,11 +389,11 @@ impl NetworkLive {
 
     /// [`NetworkLive::observe_head`] at a given time. Cheap when the head is not above the pool's best (the
     /// common case: no loop over providers); otherwise the rule looks at every provider, on the stack.
-    pub fn observe_head_at(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
+    pub fn observe_head_at(&self, provider: ProviderId, height: u64, now_ms: u64) -> HeadVerdict {
         self.observe_at(provider, height, now_ms, false)
     }
 
-    fn observe_at(&self, provider: usize, height: u64, now_ms: u64, audit: bool) -> HeadVerdict {
+    fn observe_at(&self, provider: ProviderId, height: u64, now_ms: u64, audit: bool) -> HeadVerdict {
         let p = &self.providers[provider];
         let own = self.head_ref(provider);
         let verdict = if !audit
@@ -403,7 +404,7 @@ impl NetworkLive {
         } else {
             let mut others = [HeadRef::default(); MAX_PROVIDERS];
             let mut n = 0;
-            for j in (0..self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
+            for j in ProviderId::all(self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
                 let r = self.head_ref(j);
                 if r.head > 0 && n < MAX_PROVIDERS {
                     others[n] = r;
@@ -455,7 +456,7 @@ impl NetworkLive {
     /// An implausible head from a provider no other live provider can vouch for or against: accepted once
     /// it has been repeated consistently for `confirm_ms` (a real jump, e.g. a node that caught up after a
     /// resync), implausible until then (a one-off spike).
-    fn lone_claim(&self, provider: usize, height: u64, now_ms: u64) -> HeadVerdict {
+    fn lone_claim(&self, provider: ProviderId, height: u64, now_ms: u64) -> HeadVerdict {
         let p = &self.providers[provider];
         let (run, at) = (
             p.claim_run.load(Ordering::Relaxed),
@@ -478,7 +479,7 @@ impl NetworkLive {
     pub fn plausible_ceiling(&self, now_ms: u64) -> Option<u64> {
         let mut refs = [HeadRef::default(); MAX_PROVIDERS];
         let mut n = 0;
-        for j in (0..self.providers.len()).filter(|&j| self.counts(j)) {
+        for j in ProviderId::all(self.providers.len()).filter(|&j| self.counts(j)) {
             if n < MAX_PROVIDERS {
                 refs[n] = self.head_ref(j);
                 n += 1;
@@ -489,7 +490,7 @@ impl NetworkLive {
 
     /// A provider answered from below what it reported before (a load balancer behind it switched nodes, or
     /// it fell back): its head is what it just showed, so routing stops sending it clients who are ahead.
-    pub fn lower_head(&self, provider: usize, height: u64) {
+    pub fn lower_head(&self, provider: ProviderId, height: u64) {
         if self.providers[provider].head.fetch_min(height, Ordering::AcqRel) > height {
             self.recompute_best();
         }
@@ -497,10 +498,10 @@ impl NetworkLive {
 
     /// Re-evaluates drift for every provider against the best head. Returns (provider, now drifted) for each
     /// change, so the caller can log it.
-    pub fn update_drift(&self) -> Vec<(usize, bool)> {
+    pub fn update_drift(&self) -> Vec<(ProviderId, bool)> {
         let best = self.best_head.load(Ordering::Acquire);
         let mut changes = Vec::new();
-        for (i, p) in self.providers.iter().enumerate() {
+        for (i, p) in ProviderId::all(self.providers.len()).zip(self.providers.iter()) {
             let head = p.head.load(Ordering::Acquire);
             let behind = head > 0 && best.saturating_sub(head) > self.max_drift;
             if p.drifted.swap(behind, Ordering::AcqRel) != behind {
@@ -511,7 +512,7 @@ impl NetworkLive {
     }
 
     /// The provider's state as operators see it: the breaker, or why it is excluded.
-    pub fn describe(&self, provider: usize, now_ms: u64) -> &'static str {
+    pub fn describe(&self, provider: ProviderId, now_ms: u64) -> &'static str {
         let p = &self.providers[provider];
         if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() {
             "unverified"
@@ -539,7 +540,7 @@ impl NetworkLive {
 
     /// Whether the provider may be routed to at all (breaker aside). An outlier is not, unless every provider
     /// is one (leaving all out helps no client: their answers are checked one by one anyway).
-    pub fn admissible(&self, provider: usize) -> bool {
+    pub fn admissible(&self, provider: ProviderId) -> bool {
         let p = &self.providers[provider];
         !p.drifted.load(Ordering::Relaxed)
             && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers.len())
@@ -647,9 +648,12 @@ mod tests {
     #[test]
     fn a_spike_never_moves_the_best_head_and_its_provider_recovers() {
         let l = network(2);
-        assert!(l.observe_head_at(0, 1_000, 1_000).accepted());
-        assert!(l.observe_head_at(1, 1_001, 1_000).accepted());
-        assert_eq!(l.observe_head_at(1, 0xffff_ffff_ffff, 1_100), HeadVerdict::Implausible);
+        assert!(l.observe_head_at(ProviderId::new(0), 1_000, 1_000).accepted());
+        assert!(l.observe_head_at(ProviderId::new(1), 1_001, 1_000).accepted());
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(1), 0xffff_ffff_ffff, 1_100),
+            HeadVerdict::Implausible
+        );
         assert_eq!(
             l.best_head.load(Ordering::Relaxed),
             1_000,
@@ -660,12 +664,12 @@ mod tests {
             1_001,
             "its head stays what it was"
         );
-        assert!(!l.admissible(1));
-        assert!(l.admissible(0));
-        assert_eq!(l.describe(1, 1_100), "outlier");
+        assert!(!l.admissible(ProviderId::new(1)));
+        assert!(l.admissible(ProviderId::new(0)));
+        assert_eq!(l.describe(ProviderId::new(1), 1_100), "outlier");
         assert!(l.update_drift().is_empty(), "nobody drifts behind a spike");
-        assert!(l.observe_head_at(1, 1_002, 1_200).accepted());
-        assert!(l.admissible(1));
+        assert!(l.observe_head_at(ProviderId::new(1), 1_002, 1_200).accepted());
+        assert!(l.admissible(ProviderId::new(1)));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_002);
         assert_eq!(l.providers[1].outlier_heads.load(Ordering::Relaxed), 1);
     }
@@ -674,32 +678,46 @@ mod tests {
     fn the_best_head_is_recomputed_so_a_first_report_cannot_stick() {
         // The pool's very first report is an absurd one: nothing to doubt it by, yet.
         let l = network(1);
-        assert!(l.observe_probe(0, 0xffff_ffff_ffff).accepted());
-        assert!(l.observe_probe(0, 1_000).accepted());
+        assert!(l.observe_probe(ProviderId::new(0), 0xffff_ffff_ffff).accepted());
+        assert!(l.observe_probe(ProviderId::new(0), 1_000).accepted());
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
         // A single-provider pool: time still applies, and its only provider is never left out for it.
         assert_eq!(
-            l.observe_head_at(0, 0xffff_ffff_ffff, now_ms()),
+            l.observe_head_at(ProviderId::new(0), 0xffff_ffff_ffff, now_ms()),
             HeadVerdict::Implausible
         );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
-        assert!(l.admissible(0));
+        assert!(l.admissible(ProviderId::new(0)));
     }
 
     #[test]
     fn a_lone_provider_proves_a_real_jump_by_repeating_it_but_a_spike_never_sticks() {
         let l = network(1);
-        assert!(l.observe_head_at(0, 1_000, 1_000).accepted());
+        assert!(l.observe_head_at(ProviderId::new(0), 1_000, 1_000).accepted());
         // A spike, then normal again: never accepted, and the run it began is forgotten.
-        assert_eq!(l.observe_head_at(0, 0xffff_ffff_ffff, 1_100), HeadVerdict::Implausible);
-        assert!(l.observe_head_at(0, 1_001, 1_200).accepted());
-        assert_eq!(l.observe_head_at(0, 0xffff_ffff_ffff, 5_000), HeadVerdict::Implausible);
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(0), 0xffff_ffff_ffff, 1_100),
+            HeadVerdict::Implausible
+        );
+        assert!(l.observe_head_at(ProviderId::new(0), 1_001, 1_200).accepted());
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(0), 0xffff_ffff_ffff, 5_000),
+            HeadVerdict::Implausible
+        );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_001);
         // A node that caught up 10 000 blocks: implausible at first, accepted once repeated (and moving on
         // at the chain's pace) for the confirmation time.
-        assert_eq!(l.observe_head_at(0, 11_000, 6_000), HeadVerdict::Implausible);
-        assert_eq!(l.observe_head_at(0, 11_001, 6_100), HeadVerdict::Implausible);
-        assert!(l.observe_head_at(0, 11_004, 6_000 + RULE.confirm_ms).accepted());
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(0), 11_000, 6_000),
+            HeadVerdict::Implausible
+        );
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(0), 11_001, 6_100),
+            HeadVerdict::Implausible
+        );
+        assert!(l
+            .observe_head_at(ProviderId::new(0), 11_004, 6_000 + RULE.confirm_ms)
+            .accepted());
         assert_eq!(l.best_head.load(Ordering::Relaxed), 11_004);
     }
 
@@ -707,13 +725,18 @@ mod tests {
     fn an_absurd_first_report_is_caught_by_the_next_probe_once_others_speak() {
         let l = network(4);
         // The hostile provider answers first, before anyone else has a head: nothing to doubt it by.
-        assert!(l.observe_head_at(3, 0xffff_ffff_ffff, 1_000).accepted());
+        assert!(l
+            .observe_head_at(ProviderId::new(3), 0xffff_ffff_ffff, 1_000)
+            .accepted());
         for i in 0..3 {
-            assert!(l.observe_head_at(i, 5_000, 1_100).accepted());
+            assert!(l.observe_head_at(ProviderId::new(i), 5_000, 1_100).accepted());
         }
         // Its next probe repeats the (already believed) value: the others now outvote it.
-        assert_eq!(l.observe_probe(3, 0xffff_ffff_ffff), HeadVerdict::Implausible);
-        assert!(!l.admissible(3) || l.providers[3].outlier.load(Ordering::Relaxed));
+        assert_eq!(
+            l.observe_probe(ProviderId::new(3), 0xffff_ffff_ffff),
+            HeadVerdict::Implausible
+        );
+        assert!(!l.admissible(ProviderId::new(3)) || l.providers[3].outlier.load(Ordering::Relaxed));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 5_000);
     }
 
@@ -721,14 +744,20 @@ mod tests {
     fn one_provider_far_ahead_of_three_that_agree_is_an_outlier() {
         let l = network(4);
         for i in 0..3 {
-            assert!(l.observe_head_at(i, 5_000, 1_000).accepted());
+            assert!(l.observe_head_at(ProviderId::new(i), 5_000, 1_000).accepted());
         }
         // Even as the pool's first report from it, and even after a long time.
-        assert_eq!(l.observe_head_at(3, 1_005_000, 1_000), HeadVerdict::Implausible);
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(3), 1_005_000, 1_000),
+            HeadVerdict::Implausible
+        );
         for i in 0..3 {
-            assert!(l.observe_head_at(i, 5_001, 2_000).accepted());
+            assert!(l.observe_head_at(ProviderId::new(i), 5_001, 2_000).accepted());
         }
-        assert_eq!(l.observe_head_at(3, 1_005_001, 2_000), HeadVerdict::Implausible);
+        assert_eq!(
+            l.observe_head_at(ProviderId::new(3), 1_005_001, 2_000),
+            HeadVerdict::Implausible
+        );
         assert_eq!(l.best_head.load(Ordering::Relaxed), 5_001);
         assert_eq!(l.plausible_ceiling(2_000), Some(5_001 + 110));
     }

@@ -22,6 +22,7 @@ use futures_util::future::join_all;
 
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use crate::rpc::Call;
+use crate::rpc::ProviderId;
 use crate::telemetry::metrics::Submitted;
 use crate::transport::validate::check_response;
 
@@ -118,7 +119,11 @@ pub async fn submit(
     };
     match out {
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, .. }) => {
-            lookup.sent_to = route.upstreams.iter().position(|u| u.name == provider);
+            lookup.sent_to = route
+                .upstreams
+                .iter()
+                .position(|u| u.name == provider)
+                .map(ProviderId::new);
             match lookup.poll(kind, deadline).await {
                 Seen::Receipt(answer) => {
                     metrics.submitted(Submitted::LostFound);
@@ -211,7 +216,7 @@ struct Lookup<'a> {
     hash: &'a str,
     ids: &'a Cell<u64>,
     /// The provider the submission went to: asked even if its breaker opened meanwhile.
-    sent_to: Option<usize>,
+    sent_to: Option<ProviderId>,
 }
 
 impl Lookup<'_> {
@@ -258,8 +263,8 @@ impl Lookup<'_> {
         let by = deadline.min(Instant::now() + ROUND_MAX);
         let receipt = method == "eth_getTransactionReceipt";
         let params = format!("[\"{}\"]", self.hash);
-        let asks = (0..route.upstreams.len().min(64)).filter(|&i| {
-            self.caller.providers & (1 << i) != 0
+        let asks = ProviderId::all(route.upstreams.len()).filter(|&i| {
+            i.is_in(self.caller.providers)
                 && live.admissible(i)
                 && (live.providers[i].breaker.is_closed() || Some(i) == self.sent_to)
         });

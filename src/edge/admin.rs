@@ -15,6 +15,7 @@ use super::reply::{write_http, ResponseMeta};
 use crate::config::{Config, NetworkKind};
 use crate::core::state::NetworkLive;
 use crate::http1::ReadBuf;
+use crate::rpc::ProviderId;
 use crate::runtime::net::{TcpListener, TcpStream};
 use crate::runtime::{spawn, timeout_at, Shutdown};
 use crate::telemetry::clock::now_ms;
@@ -128,7 +129,7 @@ impl AdminView {
                 continue;
             }
             let live = &self.lives[n];
-            let usable = (0..live.providers.len()).any(|i| {
+            let usable = ProviderId::all(live.providers.len()).any(|i| {
                 live.admissible(i) && live.providers[i].breaker.is_closed() && !live.providers[i].is_parked(now)
             });
             if !usable {
@@ -256,9 +257,9 @@ impl AdminView {
                 let live = &self.lives[n];
                 let health = live.health.load();
                 let best = live.best_head.load(Ordering::Relaxed);
-                for (i, p) in net.providers.iter().enumerate() {
+                for (i, p) in ProviderId::all(net.providers.len()).zip(&net.providers) {
                     let pl = &live.providers[i];
-                    let h = health.providers.get(i).cloned().unwrap_or_default();
+                    let h = health.providers.get(i.index()).cloned().unwrap_or_default();
                     let head = pl.head.load(Ordering::Relaxed);
                     let v: f64 = match g {
                         0 => match live.describe(i, now) {
@@ -297,7 +298,8 @@ impl AdminView {
                     .iter()
                     .enumerate()
                     .map(|(i, p)| {
-                        let h = health.providers.get(i).cloned().unwrap_or_default();
+                        let i = ProviderId::new(i);
+                        let h = health.providers.get(i.index()).cloned().unwrap_or_default();
                         let head = live.providers[i].head.load(Ordering::Relaxed);
                         ProviderRow {
                             name: p.name.clone(),

@@ -225,7 +225,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
             .base_providers
             .iter()
             .copied()
-            .filter(|&i| s.route.ws_urls[i].is_some())
+            .filter(|&i| s.route.upstreams[i].ws.is_some())
             .collect();
         if candidates.is_empty() {
             s.link.unavailable.set(true);
@@ -234,9 +234,9 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         }
         let p = candidates[attempt % candidates.len()];
         attempt += 1;
-        let url = s.route.ws_urls[p].clone().expect("filtered");
+        let ws = s.route.upstreams[p].ws.clone().expect("filtered");
         let deadline = Instant::now() + Duration::from_millis(s.route.connect_timeout_ms);
-        let socket = match connect_ws(&url, &s.route.ws_addrs[p], s.route.ws_tls.clone(), deadline).await {
+        let socket = match connect_ws(&ws.url, &ws.addrs, s.route.ws_tls.clone(), deadline).await {
             Ok(socket) => socket,
             Err(e) => {
                 tracing::debug!(network = %s.net.name, provider = %s.route.upstreams[p].name, error = %e, "base-layer WebSocket connect failed");

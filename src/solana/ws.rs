@@ -314,7 +314,7 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         let mask = s.sol.net.providers(link.dest);
         let route = &s.sol.route;
         let candidates: Vec<usize> = (0..route.upstreams.len())
-            .filter(|&i| mask & (1 << i) != 0 && route.ws_urls[i].is_some())
+            .filter(|&i| mask & (1 << i) != 0 && route.upstreams[i].ws.is_some())
             .collect();
         if candidates.is_empty() {
             tracing::warn!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "no provider on this side has a ws_url; subscriptions there cannot be served");
@@ -322,11 +322,11 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         }
         let p = candidates[attempt % candidates.len()];
         attempt += 1;
-        let url = route.ws_urls[p].clone().expect("filtered");
+        let ws = route.upstreams[p].ws.clone().expect("filtered");
         let deadline = Instant::now() + Duration::from_millis(route.connect_timeout_ms);
-        let (addrs, tls) = (route.ws_addrs[p].clone(), route.ws_tls.clone());
+        let tls = route.ws_tls.clone();
         drop(s);
-        let socket = match connect_ws(&url, &addrs, tls, deadline).await {
+        let socket = match connect_ws(&ws.url, &ws.addrs, tls, deadline).await {
             Ok(socket) => socket,
             Err(_) => {
                 sleep(backoff).await;

@@ -44,11 +44,15 @@ pub enum CallResult {
 }
 const CALL_RESULTS: [&str; 4] = ["ok", "rpc_error", "failed", "rejected"];
 
-/// How one upstream attempt ended.
+/// How one upstream attempt ended, as health and metrics see it (the one outcome enum: the classifier's
+/// `Class::attempt_result` maps into it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptResult {
+    /// An answer (including user errors: the provider worked).
     Ok = 0,
+    /// The provider's fault.
     Failed = 1,
+    /// Rate limited: neither success nor failure.
     Throttled = 2,
     /// Unsupported or data unavailable there: rerouted, not counted against it.
     Rerouted = 3,
@@ -246,7 +250,7 @@ impl ShardMetrics {
         m.latency.observe(latency_us);
     }
 
-    pub fn attempt(&self, network: usize, provider: usize, result: AttemptResult, latency_us: u64) {
+    pub fn attempt(&self, network: usize, provider: crate::rpc::ProviderId, result: AttemptResult, latency_us: u64) {
         let p = &self.networks[network].providers[provider];
         p.results[result as usize].fetch_add(1, Ordering::Relaxed);
         p.latency.observe(latency_us);

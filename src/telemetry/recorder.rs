@@ -9,27 +9,15 @@ use crossbeam::channel::Sender;
 use super::metrics::{AttemptResult, ShardMetrics};
 use super::window::Sample;
 use crate::rpc::methods::Family;
+use crate::rpc::ProviderId;
 
 /// One shipped delta.
 #[derive(Debug)]
 pub struct Delta {
     pub network: usize,
-    pub provider: usize,
+    pub provider: ProviderId,
     pub family: Family,
     pub sample: Sample,
-}
-
-/// Outcome of one attempt as health sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// An answer (including user errors: the provider worked).
-    Ok,
-    /// The provider's fault.
-    Failed,
-    /// Rate limited: neither success nor failure.
-    Throttled,
-    /// Not this provider's to answer (unsupported there, data unavailable there): rerouted, not counted.
-    Rerouted,
 }
 
 /// Per-shard samples, indexed `[network][provider][family]`.
@@ -61,19 +49,21 @@ impl Recorder {
         &self.metrics
     }
 
-    pub fn record(&self, network: usize, provider: usize, family: Family, latency_us: u64, outcome: Outcome) {
-        let result = match outcome {
-            Outcome::Ok => AttemptResult::Ok,
-            Outcome::Failed => AttemptResult::Failed,
-            Outcome::Throttled => AttemptResult::Throttled,
-            Outcome::Rerouted => AttemptResult::Rerouted,
-        };
-        self.metrics.attempt(network, provider, result, latency_us);
+    /// One attempt at `provider` (client traffic or a probe) and how health sees it.
+    pub fn record(
+        &self,
+        network: usize,
+        provider: ProviderId,
+        family: Family,
+        latency_us: u64,
+        outcome: AttemptResult,
+    ) {
+        self.metrics.attempt(network, provider, outcome, latency_us);
         let mut samples = self.samples.borrow_mut();
         samples[network][provider][family as usize].record(
             latency_us,
-            outcome == Outcome::Failed,
-            outcome == Outcome::Throttled,
+            outcome == AttemptResult::Failed,
+            outcome == AttemptResult::Throttled,
         );
     }
 
@@ -88,7 +78,7 @@ impl Recorder {
                         if !sample.is_empty() {
                             out.push(Delta {
                                 network: n,
-                                provider: p,
+                                provider: ProviderId::new(p),
                                 family: Family::ALL[f],
                                 sample: std::mem::take(sample),
                             });

@@ -71,6 +71,9 @@ pub fn check_response(body: &[u8], expected_id: u64) -> Result<RpcAnswer, Invali
         }
         match key {
             b"id" => id_ok = id_matches(&body[v_start..v_end], expected_id),
+            // `"error": null` beside a result is no error (some nodes always write both members).
+            b"error" if &body[v_start..v_end] == b"null" => {}
+            b"result" if answer.as_ref().is_some_and(|a| a.is_error) => {}
             b"result" | b"error" => {
                 answer = Some(RpcAnswer {
                     value: v_start..v_end,
@@ -118,6 +121,25 @@ mod tests {
         let a = check_response(body, 9).unwrap();
         assert!(a.is_error);
         assert_eq!(&body[a.value], br#"{"code":-32000,"message":"execution reverted"}"#);
+    }
+
+    #[test]
+    fn a_null_error_beside_a_result_is_no_error() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":"0x","error":null}"#;
+        let a = check_response(body, 1).unwrap();
+        assert!(!a.is_error);
+        assert_eq!(&body[a.value], b"\"0x\"");
+        let body = br#"{"jsonrpc":"2.0","id":1,"error":null,"result":"0x"}"#;
+        assert!(!check_response(body, 1).unwrap().is_error);
+        // An error object wins over a result beside it, in either order.
+        let body = br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"},"result":null}"#;
+        assert!(check_response(body, 1).unwrap().is_error);
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":1,"message":"x"}}"#;
+        assert!(check_response(body, 1).unwrap().is_error);
+        assert_eq!(
+            check_response(br#"{"jsonrpc":"2.0","id":1,"error":null}"#, 1),
+            Err(InvalidResponse::NoResult)
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ fn run(networks: Vec<Arc<NetworkLive>>, rx: Receiver<Vec<Delta>>, shutdown: Shut
             Ok(batch) => {
                 let now = now_ms();
                 for d in batch {
-                    if let Some(w) = windows.get_mut(d.network).and_then(|n| n.get_mut(d.provider)) {
+                    if let Some(w) = windows.get_mut(d.network).and_then(|n| n.get_mut(d.provider.index())) {
                         w.overall.add(now, &d.sample);
                         w.families[d.family as usize].add(now, &d.sample);
                         w.recent.add(now, &d.sample);

@@ -6,20 +6,22 @@
 use std::time::{Duration, Instant};
 
 use crate::core::breaker::BreakerState;
-use crate::core::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
+use crate::core::classify::Class;
+use crate::core::judge::{judge, Judged};
 use crate::core::route::NetworkRoute;
 use crate::core::state::{ChainCheck, HeadVerdict};
 use crate::jsonscan::hex_quantity;
 use crate::rpc::methods::Family;
+use crate::rpc::wire::write_upstream_call;
+use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
-use crate::transport::validate::check_response;
 
 /// Longest a probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
-pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shutdown: &Shutdown) {
+pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration, shutdown: &Shutdown) {
     let mut id: u64 = 1 << 50; // far from request ids, and exact as a JavaScript number (< 2^53)
     while !shutdown.is_triggered() {
         let started = Instant::now();
@@ -40,46 +42,34 @@ pub async fn probe_loop(route: &NetworkRoute, i: usize, interval: Duration, shut
     }
 }
 
-/// One probe call. `Err` carries how the classifier reads the failure, so a throttled provider is parked
-/// rather than counted, exactly as for client traffic.
-async fn call(route: &NetworkRoute, i: usize, id: u64, method: &str) -> Result<Vec<u8>, Class> {
+/// One probe call, judged as client traffic is (`core::judge`). `Err` carries the class, so a throttled
+/// provider is parked rather than counted, exactly as for client traffic.
+async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Result<Vec<u8>, Class> {
     let mut body = Vec::with_capacity(64);
-    crate::core::write_upstream_call(&mut body, id, method, Some(b"[]"));
-    let resp = route.upstreams[i]
+    write_upstream_call(&mut body, id, method, Some(b"[]"));
+    let result = route.upstreams[i]
         .pool
         .post(&body, Instant::now() + PROBE_TIMEOUT, true)
-        .await
-        .map_err(|e| {
-            if let crate::transport::TransportError::Malformed(why) = &e {
-                tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, method, why, "malformed response to a probe");
-            }
-            match classify_transport(&e) {
-                // A probe's answer is a few bytes: one over the response limit is a flood, the provider's.
-                Class::TooLarge => Class::ProviderFailure,
-                c => c,
-            }
-        })?;
-    match check_response(&resp.body, id) {
+        .await;
+    // A probe's answer is a few bytes: `light`, so one over the response limit is the provider's flood.
+    let judged = judge(result, id, true, false);
+    judged.log_broken(&route.name, &route.upstreams[i].name, method);
+    match judged {
+        Judged::Answer {
+            body,
+            value,
+            is_error: false,
+            ..
+        } => Ok(body[value].to_vec()),
         // Prism's own call, without params: an error no rule knows is the provider's.
-        Ok(answer) if answer.is_error => Err(
-            match classify_rpc_error_with_status(resp.status, &resp.body[answer.value], false) {
-                Class::Unknown => Class::ProviderFailure,
-                class => class,
-            },
-        ),
-        Ok(answer) if (200..300).contains(&resp.status) => Ok(resp.body[answer.value].to_vec()),
-        _ if !(200..300).contains(&resp.status) => Err(classify_http(resp.status, &resp.body)),
-        Err(why) => {
-            // The reason and size only, never the body.
-            tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, method, bytes = resp.body.len(),
-                %why, "malformed answer to a probe");
-            Err(Class::ProviderFailure)
-        }
-        Ok(_) => Err(Class::ProviderFailure),
+        Judged::Answer {
+            class: Class::Unknown, ..
+        } => Err(Class::ProviderFailure),
+        judged => Err(judged.class()),
     }
 }
 
-async fn check_chain(route: &NetworkRoute, i: usize, id: u64) {
+async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
     let Some(expected) = route.live.chain_id else { return };
     let Ok(result) = call(route, i, id, "eth_chainId").await else {
         return;
@@ -100,7 +90,7 @@ async fn check_chain(route: &NetworkRoute, i: usize, id: u64) {
     }
 }
 
-async fn probe_head(route: &NetworkRoute, i: usize, id: u64) {
+async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
     let p = &route.live.providers[i];
     let now = now_ms();
     let is_probe = match p.breaker.state(now) {

@@ -1,5 +1,20 @@
 use super::*;
 
+/// The whole exchange as the retry loop and the prober judge it (`core::judge`), under the id the body
+/// carries; `None` for a JSON body whose id is not a number (`null` in a node's parse error): Prism's own
+/// calls always carry a numeric id, so such a body is never an answer to one of them (`check_response`).
+fn judged(status: u16, body: &[u8], is_write: bool) -> Option<Class> {
+    let id = match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => v.get("id").and_then(serde_json::Value::as_u64)?,
+        Err(_) => 1,
+    };
+    Some(crate::core::judge::judge_answer(status, body.to_vec(), id, is_write).class())
+}
+
+fn classify_response(status: u16, body: &[u8], is_write: bool) -> Class {
+    judged(status, body, is_write).unwrap_or(Class::ProviderFailure)
+}
+
 const CORPUS: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/errors/corpus.jsonl"
@@ -75,7 +90,10 @@ fn every_corpus_row_gets_its_class() {
     let rows = corpus();
     let mut wrong = Vec::new();
     for r in &rows {
-        let mut got = vec![("classify_response", classify_response(r.status, &r.body, r.is_write))];
+        let mut got: Vec<_> = judged(r.status, &r.body, r.is_write)
+            .map(|c| ("judge", c))
+            .into_iter()
+            .collect();
         if let Some(err) = &r.error {
             got.push((
                 "classify_rpc_error_with_status",
@@ -528,9 +546,10 @@ fn answers_are_success() {
         classify_response(200, br#"{"jsonrpc":"2.0","id":1,"result":"0x","error":null}"#, false),
         Class::Success
     );
+    // Prism sends single calls upstream: a batch array is no answer to one.
     assert_eq!(
         classify_response(200, br#"[{"jsonrpc":"2.0","id":1,"result":"0x1"}]"#, false),
-        Class::Success
+        Class::ProviderFailure
     );
     // A result under a failing status is not trusted.
     assert_eq!(

@@ -84,7 +84,10 @@ fn score_prefers_fast_and_healthy() {
     let h = health(&[40_000, 10_000, 12_000], &[(100, 0), (100, 50), (100, 0)]);
     // p1 is fastest but fails half its calls; p2 wins.
     for r in 0..10 {
-        assert_eq!(choose(&statics(3), &l, &h, &ask(), 1, r, 0.5), Choice::Provider(2));
+        assert_eq!(
+            choose(&statics(3), &l, &h, &ask(), 1, r, 0.5),
+            Choice::Provider(ProviderId::new(2))
+        );
     }
 }
 
@@ -93,8 +96,10 @@ fn near_ties_share_traffic() {
     let l = live(3);
     let h = health(&[10_000, 10_100, 50_000], &[(1, 0), (1, 0), (1, 0)]);
     let picks: Vec<_> = (0..4).map(|r| choose(&statics(3), &l, &h, &ask(), 1, r, 0.5)).collect();
-    assert!(picks.contains(&Choice::Provider(0)) && picks.contains(&Choice::Provider(1)));
-    assert!(!picks.contains(&Choice::Provider(2)));
+    assert!(
+        picks.contains(&Choice::Provider(ProviderId::new(0))) && picks.contains(&Choice::Provider(ProviderId::new(1)))
+    );
+    assert!(!picks.contains(&Choice::Provider(ProviderId::new(2))));
 }
 
 #[test]
@@ -106,7 +111,10 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
     }
     l.providers[1].drifted.store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
-        assert_eq!(choose(&statics(3), &l, &h, &ask(), 10, r, 0.3), Choice::Provider(2));
+        assert_eq!(
+            choose(&statics(3), &l, &h, &ask(), 10, r, 0.3),
+            Choice::Provider(ProviderId::new(2))
+        );
     }
     let a = Ask {
         exclude: 1 << 2,
@@ -135,7 +143,10 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
         ..ask()
     };
     for r in 0..6 {
-        assert_eq!(choose(&statics(3), &l, &h, &stalled, 1, r, 0.5), Choice::Provider(2));
+        assert_eq!(
+            choose(&statics(3), &l, &h, &stalled, 1, r, 0.5),
+            Choice::Provider(ProviderId::new(2))
+        );
     }
     // Everything stalled: still served (by the best of them), never refused.
     let all = Ask {
@@ -154,29 +165,44 @@ fn overflow_only_when_nothing_else() {
     let mut s = statics(2);
     s[0].overflow = true;
     let h = health(&[1, 100_000], &[(0, 0), (0, 0)]);
-    assert_eq!(choose(&s, &l, &h, &ask(), 1, 0, 0.0), Choice::Provider(1));
+    assert_eq!(
+        choose(&s, &l, &h, &ask(), 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(1))
+    );
     l.providers[1].park_until(1_000);
-    assert_eq!(choose(&s, &l, &h, &ask(), 1, 0, 0.0), Choice::Provider(0));
+    assert_eq!(
+        choose(&s, &l, &h, &ask(), 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(0))
+    );
 }
 
 #[test]
 fn high_water_mark_keeps_deep_providers() {
     let l = live(3);
-    l.observe_head(0, 100);
-    l.observe_head(1, 98);
-    l.observe_head(2, 90);
+    l.observe_head(ProviderId::new(0), 100);
+    l.observe_head(ProviderId::new(1), 98);
+    l.observe_head(ProviderId::new(2), 90);
     let h = health(&[50, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
     let a = Ask { min_head: 99, ..ask() };
-    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(0));
+    assert_eq!(
+        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(0))
+    );
     // Nobody reaches the mark: the deepest is used.
     let a = Ask { min_head: 500, ..ask() };
-    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(0));
+    assert_eq!(
+        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(0))
+    );
     let a = Ask {
         prefer_deeper: true,
         exclude: 1,
         ..ask()
     };
-    assert_eq!(choose(&statics(3), &l, &h, &a, 1, 0, 0.0), Choice::Provider(1));
+    assert_eq!(
+        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(1))
+    );
 }
 
 #[test]
@@ -192,17 +218,20 @@ fn strategies_use_the_same_candidates() {
     assert_eq!(
         picks,
         vec![
-            Choice::Provider(0),
-            Choice::Provider(1),
-            Choice::Provider(0),
-            Choice::Provider(1)
+            Choice::Provider(ProviderId::new(0)),
+            Choice::Provider(ProviderId::new(1)),
+            Choice::Provider(ProviderId::new(0)),
+            Choice::Provider(ProviderId::new(1))
         ]
     );
     let random = Ask {
         strategy: Strategy::Random,
         ..ask()
     };
-    assert_eq!(choose(&statics(3), &l, &h, &random, 1, 0, 0.99), Choice::Provider(1));
+    assert_eq!(
+        choose(&statics(3), &l, &h, &random, 1, 0, 0.99),
+        Choice::Provider(ProviderId::new(1))
+    );
     let weighted = Ask {
         strategy: Strategy::Weighted,
         ..ask()
@@ -210,7 +239,7 @@ fn strategies_use_the_same_candidates() {
     let mut s = statics(3);
     s[0].weight = 3.0;
     let zeros = (0..1000)
-        .filter(|k| choose(&s, &l, &h, &weighted, 1, 0, *k as f64 / 1000.0) == Choice::Provider(0))
+        .filter(|k| choose(&s, &l, &h, &weighted, 1, 0, *k as f64 / 1000.0) == Choice::Provider(ProviderId::new(0)))
         .count();
     assert!((700..=800).contains(&zeros), "{zeros}");
 }

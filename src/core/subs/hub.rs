@@ -2,6 +2,7 @@
 //! ones), their subscribers, and one upstream WebSocket link per provider. Data only: the network's route
 //! owns a `SubHub`, and `core::subs` (which reaches the route and the pipeline) works on it.
 
+use crate::rpc::ProviderId;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -35,13 +36,13 @@ pub(super) struct Topic {
     pub(super) kind: TopicKind,
     /// Raw params sent upstream (`["newHeads"]`, `["logs",{...}]`).
     pub(super) params: Vec<u8>,
-    pub(super) provider: Cell<Option<usize>>,
+    pub(super) provider: Cell<Option<ProviderId>>,
     pub(super) upstream_id: RefCell<Option<String>>,
     pub(super) subscribers: RefCell<Vec<Rc<Subscriber>>>,
     /// Replaced (with a fresh delivery task) when it overflows: see [`Topic::hand_over`].
     pub(super) inbox: RefCell<Rc<LocalQueue<Inbound>>>,
     /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
-    pub(super) refused: RefCell<Vec<usize>>,
+    pub(super) refused: RefCell<Vec<ProviderId>>,
     /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
     pub(super) watermark: Cell<u64>,
     pub(super) recent_logs: RefCell<VecDeque<Vec<u8>>>,
@@ -49,7 +50,7 @@ pub(super) struct Topic {
 
 /// One upstream WebSocket per provider per shard, carrying every topic assigned to that provider.
 pub(super) struct Link {
-    pub(super) provider: usize,
+    pub(super) provider: ProviderId,
     pub(super) out: RefCell<Option<Rc<LocalQueue<Message>>>>,
     /// Request id of a pending eth_subscribe → topic key.
     pub(super) pending: RefCell<AHashMap<u64, Vec<u8>>>,
@@ -65,6 +66,6 @@ pub struct SubHub {
     pub(super) topics: RefCell<AHashMap<Vec<u8>, Rc<Topic>>>,
     /// Client subscription id → topic key.
     pub(super) clients: RefCell<AHashMap<String, Vec<u8>>>,
-    pub(super) links: RefCell<AHashMap<usize, Rc<Link>>>,
+    pub(super) links: RefCell<AHashMap<ProviderId, Rc<Link>>>,
     pub(super) supervisor: Cell<bool>,
 }

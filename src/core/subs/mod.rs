@@ -10,6 +10,7 @@
 //! is backfilled with `eth_getBlockByNumber` before the next head, and logs missed while resubscribing are
 //! backfilled with `eth_getLogs` and de-duplicated by (blockHash, logIndex).
 
+use crate::rpc::ProviderId;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
@@ -142,7 +143,7 @@ impl SubHub {
         true
     }
 
-    fn link(&self, route: &Rc<NetworkRoute>, provider: usize) -> Rc<Link> {
+    fn link(&self, route: &Rc<NetworkRoute>, provider: ProviderId) -> Rc<Link> {
         if let Some(l) = self.links.borrow().get(&provider) {
             return l.clone();
         }
@@ -209,15 +210,15 @@ impl SubHub {
     }
 }
 
-fn usable(route: &NetworkRoute, p: usize) -> bool {
+fn usable(route: &NetworkRoute, p: ProviderId) -> bool {
     let live = &route.live.providers[p];
     route.live.admissible(p) && live.breaker.is_closed()
 }
 
 /// A provider with a WebSocket URL that has not refused the topic, preferring healthy and deep ones.
-fn pick_ws_provider(route: &NetworkRoute, refused: &[usize]) -> Option<usize> {
-    (0..route.upstreams.len())
-        .filter(|&i| route.ws_urls[i].is_some() && !refused.contains(&i))
+fn pick_ws_provider(route: &NetworkRoute, refused: &[ProviderId]) -> Option<ProviderId> {
+    ProviderId::all(route.upstreams.len())
+        .filter(|&i| route.upstreams[i].ws.is_some() && !refused.contains(&i))
         .max_by_key(|&i| {
             (
                 usable(route, i),
@@ -278,13 +279,12 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
             r.subs.links.borrow_mut().remove(&link.provider);
             return;
         }
-        let Some(ws_url) = r.ws_urls[link.provider].clone() else {
+        let Some(ws) = r.upstreams[link.provider].ws.clone() else {
             return;
         };
         let deadline = Instant::now() + Duration::from_millis(r.connect_timeout_ms);
         let tls = r.ws_tls.clone();
-        let addrs = r.ws_addrs[link.provider].clone();
-        let connected = connect_ws(&ws_url, &addrs, tls, deadline).await;
+        let connected = connect_ws(&ws.url, &ws.addrs, tls, deadline).await;
         let socket = match connected {
             Ok(s) => s,
             Err(e) => {
