@@ -23,7 +23,7 @@ use crate::edge::admin::AdminView;
 use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
 use crate::edge::rpc::RpcShard;
 use crate::edge::tls::EdgeTls;
-use crate::edge::{serve as serve_edge, EdgeShard};
+use crate::edge::{serve as serve_edge, Network, Shard};
 use crate::rpc::methods::{Declared, DeclaredError};
 use crate::rpc::ProviderId;
 use crate::runtime::net::TcpListener;
@@ -303,21 +303,21 @@ async fn shard_main(
 
 /// Per-shard background work: pool sweeping, shipping health deltas, and probing this shard's share of
 /// providers (provider k of all networks is probed by shard k mod shards).
-fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared: &Shared) {
+fn start_background(id: ShardId, config: &Config, shard: &Rc<Shard>, shared: &Shared) {
     let sweeper = shard.clone();
     crate::runtime::spawn(async move {
         while !sweeper.shutdown.is_triggered() {
             crate::runtime::sleep(Duration::from_millis(100)).await;
             let now = Instant::now();
-            for route in &sweeper.routes {
-                for up in &route.upstreams {
+            for net in &sweeper.networks {
+                for up in &net.route.upstreams {
                     up.pool.sweep(now);
                 }
             }
             sweeper.recorder.flush();
             let (mut bytes, mut entries, mut evictions) = (0, 0, 0);
-            for route in sweeper.routes.iter() {
-                if let Some(cache) = &route.cache {
+            for net in &sweeper.networks {
+                if let Some(cache) = &net.route.cache {
                     cache.compact_index();
                     bytes += cache.bytes();
                     entries += cache.len() as u64;
@@ -328,13 +328,14 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<EdgeShard>, shared:
         }
     });
     let mut k = 0;
-    for (n, route) in shard.routes.iter().enumerate() {
+    for (n, net) in shard.networks.iter().enumerate() {
+        let route = &net.route;
         let interval = Duration::from_millis(config.networks[n].probe_interval_ms);
         for i in 0..route.upstreams.len() {
             if k % shared.shards == id {
                 let shard = shard.clone();
                 crate::runtime::spawn(async move {
-                    let route = &shard.routes[n];
+                    let route = &shard.networks[n].route;
                     crate::upstream::prober::probe_loop(route, ProviderId::new(i), interval, &shard.shutdown).await;
                 });
             }
@@ -350,7 +351,7 @@ fn build_shard(
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
     shared: &Shared,
-) -> EdgeShard {
+) -> Shard {
     let shape: Vec<usize> = registry.networks.iter().map(|n| n.providers.len()).collect();
     let recorder = Rc::new(Recorder::new(
         &shape,
@@ -428,12 +429,16 @@ fn build_shard(
             },
         }));
     }
-    let solana = routes
-        .iter()
+    // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
+    let networks = routes
+        .into_iter()
         .zip(&shared.solana)
-        .map(|(route, net)| net.as_ref().map(|net| SolanaRoute::new(route.clone(), net.clone())))
+        .map(|(route, net)| {
+            let magic = net.as_ref().map(|net| SolanaRoute::new(route.clone(), net.clone()));
+            Network::new(route, magic)
+        })
         .collect();
-    EdgeShard {
+    Shard {
         rpc: RpcShard {
             parser: RefCell::new(EnvelopeParser::new(EnvelopeLimits {
                 max_batch: limits.max_batch,
@@ -443,8 +448,7 @@ fn build_shard(
             max_answer_bytes: limits.max_answer_bytes,
         },
         limits,
-        routes,
-        solana,
+        networks,
         shutdown,
         open_global,
         open_local: Cell::new(0),

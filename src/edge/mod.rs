@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod envelope;
 pub mod http;
+pub mod network;
 /// Keys and rate limits are their own module (`crate::access`): the cluster shares them too.
 pub use crate::access::{keys, ratelimit};
 pub mod reply;
@@ -12,5 +13,6 @@ pub mod shard;
 pub mod tls;
 pub mod ws;
 
+pub use network::Network;
 pub use server::serve;
-pub use shard::EdgeShard;
+pub use shard::Shard;

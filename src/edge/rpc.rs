@@ -2,19 +2,18 @@
 //! in request order with each client's own id.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
 
 use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
+use super::network::Network;
 use super::reply::{write_answer, write_error};
 use crate::core::outcome::TxRef;
-use crate::core::{forward, CallOutcome, Caller, NetworkRoute, ProxyError};
+use crate::core::{CallOutcome, Caller, ProxyError};
 use crate::rpc::methods::method_index;
 use crate::rpc::wire::write_json_str;
-use crate::solana::SolanaRoute;
 use crate::telemetry::metrics::CallResult;
 
 /// JSON-RPC error codes Prism produces itself.
@@ -84,8 +83,7 @@ pub fn write_throttled(out: &mut Vec<u8>, id: Option<&[u8]>, wait_ns: u64) {
 /// Processes one request body: parse, bill the key (one token per call), forward every call.
 pub async fn handle_body(
     shard: &RpcShard,
-    route: &NetworkRoute,
-    solana: Option<&Rc<SolanaRoute>>,
+    network: &Network,
     caller: &Caller,
     key: Option<&KeyEntry>,
     body: &[u8],
@@ -116,7 +114,7 @@ pub async fn handle_body(
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, route, solana, caller, key, item, deadline, budget, &mut out)
+            handle_item(shard, network, caller, key, item, deadline, budget, &mut out)
                 .await
                 .then_some(out)
         }
@@ -125,7 +123,7 @@ pub async fn handle_body(
                 // A batch at the limit must not keep the shard from its other connections.
                 crate::runtime::yield_if_needed().await;
                 let mut out = Vec::new();
-                handle_item(shard, route, solana, caller, key, item, deadline, budget, &mut out)
+                handle_item(shard, network, caller, key, item, deadline, budget, &mut out)
                     .await
                     .then_some(out)
             }))
@@ -174,8 +172,7 @@ fn envelope_error(e: &EnvelopeError) -> Vec<u8> {
 #[allow(clippy::too_many_arguments)]
 async fn handle_item(
     shard: &RpcShard,
-    route: &NetworkRoute,
-    solana: Option<&Rc<SolanaRoute>>,
+    network: &Network,
     caller: &Caller,
     key: Option<&KeyEntry>,
     item: Item<'_>,
@@ -184,6 +181,7 @@ async fn handle_item(
     out: &mut Vec<u8>,
 ) -> bool {
     let started = Instant::now();
+    let route = &network.route;
     let metrics = route.recorder.metrics();
     match item {
         Err(rejected) => {
@@ -201,10 +199,7 @@ async fn handle_item(
                 write_error(out, Some(id), UNAUTHORIZED, &message, None);
                 return true;
             }
-            let outcome = match solana {
-                Some(sol) => crate::solana::router::handle(sol, &call, caller, deadline).await,
-                None => forward(route, &call, caller, deadline, &shard.ids).await,
-            };
+            let outcome = network.forward(&call, caller, deadline, &shard.ids).await;
             let latency_us = started.elapsed().as_micros() as u64;
             let result = match &outcome {
                 CallOutcome::Answer { is_error: false, .. } => CallResult::Ok,

@@ -17,7 +17,7 @@ use crate::http1::{ChunkError, ChunkedDecoder, ReadBuf};
 use crate::runtime::net::{TcpListener, TcpStream};
 use crate::runtime::{spawn, timeout_at};
 
-pub use super::shard::EdgeShard;
+pub use super::shard::Shard;
 
 const READ_CHUNK: usize = 8 * 1024;
 /// The first read of a request: small, because idle keep-alive connections wait in it (10 000 of them must
@@ -27,7 +27,7 @@ const IDLE_READ: usize = 1024;
 const KEEP_BUFFER: usize = 64 * 1024;
 
 /// Accepts connections until shutdown, then waits (up to the drain deadline) for open ones to finish.
-pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
+pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             shard.shutdown.triggered().await;
@@ -85,7 +85,7 @@ pub async fn serve(listener: TcpListener, shard: Rc<EdgeShard>) {
     }
 }
 
-struct ConnGuard(Rc<EdgeShard>);
+struct ConnGuard(Rc<Shard>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
@@ -141,11 +141,11 @@ struct Connection<'s, S> {
     stream: S,
     buf: ReadBuf,
     out: Vec<u8>,
-    shard: &'s EdgeShard,
+    shard: &'s Shard,
 }
 
 impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
-    fn new(stream: S, shard: &'s EdgeShard) -> Self {
+    fn new(stream: S, shard: &'s Shard) -> Self {
         Connection {
             upgrade: None,
             stream,
@@ -174,7 +174,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
                 let key = up.key.and_then(|i| shard.keys.entries().get(i - 1));
-                super::ws::serve_client(stream, shard, shard.routes[up.route].clone(), up.caller, key).await;
+                super::ws::serve_client(stream, shard, &shard.networks[up.route], up.caller, key).await;
                 return;
             }
             // Give memory back after an unusually large request or answer, so idle connections stay small.
@@ -397,18 +397,16 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
-                crate::rpc::wire::write_json_str(&mut b, &self.shard.routes[route].name);
+                crate::rpc::wire::write_json_str(&mut b, self.shard.networks[route].name());
                 b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
                 write_http(&mut self.out, 200, &b, &meta(&[]));
             }
             Method::Post => {
                 let deadline = Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
                 let caller = caller(key, head);
-                let solana = self.shard.solana[route].as_ref();
                 let reply = handle_body(
                     &self.shard.rpc,
-                    &self.shard.routes[route],
-                    solana,
+                    &self.shard.networks[route],
                     &caller,
                     key,
                     body,
@@ -454,18 +452,16 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
     /// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
     /// Returns the route and the key segment, if any.
     fn find_route<'p>(&self, path: &'p str) -> Option<(usize, Option<&'p str>)> {
-        let routes = &self.shard.routes;
+        let routes = &self.shard.networks;
         let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
         let Some(first) = segments.next() else {
             return (routes.len() == 1).then_some((0, None));
         };
         let open = self.shard.keys.is_open();
-        match routes.iter().position(|r| r.name == first) {
-            // Solana SDKs append their own path suffixes: the key (if any) follows the network name and
-            // anything after it is ignored.
-            Some(i) if self.shard.solana[i].is_some() => Some((i, segments.next().filter(|_| !open))),
+        match routes.iter().position(|r| r.name() == first) {
+            Some(i) if routes[i].takes_sdk_suffixes() => Some((i, segments.next().filter(|_| !open))),
             Some(i) => Some((i, segments.next_back())),
-            None if routes.len() == 1 && self.shard.solana[0].is_some() => Some((0, (!open).then_some(first))),
+            None if routes.len() == 1 && routes[0].takes_sdk_suffixes() => Some((0, (!open).then_some(first))),
             None if routes.len() == 1 && segments.next().is_none() && !self.shard.keys.is_open() => {
                 Some((0, Some(first)))
             }

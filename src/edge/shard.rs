@@ -1,5 +1,6 @@
-//! What one shard's edge owns: its routes, limits, keys, counters, the JSON-RPC state. The HTTP server and
-//! the WebSocket sessions both work on it.
+//! What one shard owns: the networks it serves (each network's route and, for Solana, its magic router),
+//! its limits, keys, counters, the JSON-RPC state and its upstream ids. The HTTP server, the WebSocket
+//! sessions and the shard's background tasks all work on it.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -7,20 +8,19 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use super::keys::KeyRing;
+use super::network::Network;
 use super::rpc::RpcShard;
 use crate::config::Limits;
-use crate::core::NetworkRoute;
 use crate::runtime::Shutdown;
 
-/// Everything one shard's edge owns.
-pub struct EdgeShard {
+/// Everything one shard owns.
+pub struct Shard {
     pub id: usize,
     /// TLS termination, when `[server.tls]` is set.
     pub tls: Option<Arc<super::tls::EdgeTls>>,
     pub limits: Limits,
-    pub routes: Vec<Rc<NetworkRoute>>,
-    /// The Solana magic router of each solana-magic network, by route index.
-    pub solana: Vec<Option<Rc<crate::solana::SolanaRoute>>>,
+    /// The networks, in config order (the route's `index`).
+    pub networks: Vec<Network>,
     pub rpc: RpcShard,
     pub shutdown: Shutdown,
     /// Open client connections across all shards, for `limits.max_connections`.

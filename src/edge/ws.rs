@@ -16,11 +16,12 @@ use futures_util::{SinkExt, StreamExt};
 
 use super::envelope::Envelope;
 use super::keys::KeyEntry;
+use super::network::Network;
 use super::reply::{write_answer, write_error};
 use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
-use super::shard::EdgeShard;
+use super::shard::Shard;
 use crate::core::subs::{Outbox, SubHub, SubscribeError};
-use crate::core::{Caller, NetworkRoute};
+use crate::core::Caller;
 use crate::jsonscan::{nth_element, plain_str};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::timeout_at;
@@ -33,11 +34,12 @@ pub fn accept_key(key: &[u8]) -> String {
 /// Serves one upgraded connection until either side closes.
 pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
-    shard: &EdgeShard,
-    route: Rc<NetworkRoute>,
+    shard: &Shard,
+    network: &Network,
     caller: Caller,
     key: Option<&KeyEntry>,
 ) {
+    let route = network.route.clone();
     let limits = &shard.limits;
     let config = WebSocketConfig {
         max_message_size: Some(limits.max_body_bytes),
@@ -52,8 +54,8 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
     // This connection's subscriptions as last counted into the shard's total.
     let counted = std::cell::Cell::new(0usize);
-    let solana = shard.solana[route.index]
-        .as_ref()
+    let solana = network
+        .magic()
         .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller));
 
     // A write that cannot finish within the slow-client timeout means the client stopped reading.
@@ -115,7 +117,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             match frame {
                 Message::Text(text) => {
                     let text = text.as_bytes();
-                    let reply = handle_text(shard, &route, &caller, key, text, &out, &subs, solana.as_ref()).await;
+                    let reply = handle_text(shard, network, &caller, key, text, &out, &subs, solana.as_ref()).await;
                     recount(shard, &counted, &subs, solana.as_ref());
                     if let Some(reply) = reply {
                         if out.push(Message::Text(reply)).is_err() {
@@ -124,7 +126,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
                 Message::Binary(bytes) => {
-                    let reply = handle_text(shard, &route, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
+                    let reply = handle_text(shard, network, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
                     recount(shard, &counted, &subs, solana.as_ref());
                     if let Some(reply) = reply {
                         if out.push(Message::Text(reply)).is_err() {
@@ -167,7 +169,7 @@ fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<crate::solana::ws::Sessi
 
 /// Brings the shard's subscription total up to date with this connection's.
 fn recount(
-    shard: &EdgeShard,
+    shard: &Shard,
     counted: &std::cell::Cell<usize>,
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
@@ -179,7 +181,7 @@ fn recount(
 
 /// Why a new subscription is refused: over the connection's or the shard's cap.
 fn over_subscription_cap(
-    shard: &EdgeShard,
+    shard: &Shard,
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
 ) -> Option<String> {
@@ -203,8 +205,8 @@ fn over_subscription_cap(
 /// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
 #[allow(clippy::too_many_arguments)]
 async fn handle_text(
-    shard: &EdgeShard,
-    route: &Rc<NetworkRoute>,
+    shard: &Shard,
+    network: &Network,
     caller: &Caller,
     key: Option<&KeyEntry>,
     text: &[u8],
@@ -212,10 +214,8 @@ async fn handle_text(
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
 ) -> Option<String> {
-    let is_sub = |m: &str| match solana {
-        Some(_) => crate::solana::ws::is_subscription_method(m),
-        None => matches!(m, "eth_subscribe" | "eth_unsubscribe"),
-    };
+    let route = &network.route;
+    let is_sub = |m: &str| network.is_subscription_method(m);
     // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
     // it); everything else is parsed once, below.
     let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some() || memchr::memchr(b'\\', text).is_some();
@@ -234,8 +234,7 @@ async fn handle_text(
     };
     let Some((id, method, params)) = single else {
         let deadline = Instant::now() + Duration::from_millis(shard.limits.request_deadline_ms);
-        let solana = shard.solana[route.index].as_ref();
-        return match handle_body(&shard.rpc, route, solana, caller, key, text, deadline).await {
+        return match handle_body(&shard.rpc, network, caller, key, text, deadline).await {
             BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
             BodyReply::Empty => None,
         };
@@ -252,10 +251,7 @@ async fn handle_text(
         );
         return Some(String::from_utf8_lossy(&reply).into_owned());
     }
-    let opening = match solana {
-        Some(_) => !method.ends_with("Unsubscribe"),
-        None => method == "eth_subscribe",
-    };
+    let opening = network.opens_subscription(&method);
     if opening {
         // Opening a subscription is billed like any call (releasing one never is), and capped.
         if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
