@@ -831,3 +831,7 @@ fn routes(sol: &SolanaRoute) -> CallOutcome {
     out.push(b']');
     local(out)
 }
+
+#[cfg(test)]
+#[path = "router_tests.rs"]
+mod tests;
