@@ -264,3 +264,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
     }
     Some(d)
 }
+
+#[cfg(test)]
+#[path = "rpc_tests.rs"]
+mod tests;

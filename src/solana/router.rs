@@ -374,8 +374,10 @@ async fn multiple_accounts(
         Err(e) => return CallOutcome::Failed(e),
     };
     let groups = group(&dests);
-    let out = if groups.len() == 1 {
-        sol.call_on(groups[0].0, READ, METHOD, params, caller, deadline).await
+    // No keys (no group) goes to the base layer too: a merge of nothing would have no real context.
+    let out = if groups.len() <= 1 {
+        let dest = groups.first().map_or(Dest::Base, |g| g.0);
+        sol.call_on(dest, READ, METHOD, params, caller, deadline).await
     } else {
         split_and_merge(sol, METHOD, READ, &items, config, &groups, caller, deadline).await
     };
@@ -831,3 +833,7 @@ fn routes(sol: &SolanaRoute) -> CallOutcome {
     out.push(b']');
     local(out)
 }
+
+#[cfg(test)]
+#[path = "router_tests.rs"]
+mod tests;

@@ -250,3 +250,7 @@ impl UpstreamPool {
         Ok(Conn::new(stream))
     }
 }
+
+#[cfg(test)]
+#[path = "pool_tests.rs"]
+mod tests;

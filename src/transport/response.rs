@@ -172,3 +172,7 @@ async fn fill(conn: &mut Conn) -> Result<(), TransportError> {
         Ok(_) => Ok(()),
     }
 }
+
+#[cfg(test)]
+#[path = "response_tests.rs"]
+mod tests;
