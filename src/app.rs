@@ -444,7 +444,7 @@ fn build_shard(
                 max_batch: limits.max_batch,
                 max_depth: limits.max_depth,
             })),
-            ids: Cell::new(1),
+            ids: Cell::new(crate::rpc::ids::CLIENT_CALLS),
             max_answer_bytes: limits.max_answer_bytes,
         },
         limits,

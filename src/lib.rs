@@ -1,7 +1,8 @@
 //! Prism: a thread-per-core JSON-RPC proxy in front of many blockchain RPC providers.
 //!
-//! Layers (see docs/ARCHITECTURE.md): `edge` → `core` → `transport` → `upstream`; `runtime` is the glommio boundary,
-//! `config` the typed configuration, `telemetry` logs and counters, `http1` the wire codec both sides share.
+//! Requests flow `edge` → `core` → `transport`; `upstream` (health) sits beside core and reads its live
+//! state; `rpc` is the vocabulary every layer speaks; `runtime` is the glommio boundary. The layers and the
+//! order imports may go in are in docs/ARCHITECTURE.md and checked by `scripts/layers.py`.
 
 pub mod access;
 pub mod app;

@@ -5,6 +5,7 @@
 
 pub mod base58;
 pub mod call;
+pub mod ids;
 pub mod methods;
 pub mod provider;
 pub mod pubkey;

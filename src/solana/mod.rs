@@ -56,7 +56,7 @@ impl SolanaRoute {
             table: Default::default(),
             link: Default::default(),
             lookup_tables: RefCell::new(AHashMap::new()),
-            ids: Cell::new(1 << 52), // < 2^53: exact in JavaScript nodes
+            ids: Cell::new(crate::rpc::ids::SOLANA_ROUTER),
         })
     }
 }

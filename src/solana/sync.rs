@@ -23,12 +23,10 @@ use crate::rpc::Call;
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn, timeout_at};
 use crate::telemetry::metrics::SolanaMetric;
-use crate::transport::ws::{connect_ws, pump, PumpEnd};
+use crate::transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 
 /// The longest Prism waits for a delegation record read.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 pub const READ: MethodInfo = MethodInfo {
     kind: Kind::Read,
@@ -213,7 +211,7 @@ impl SolanaRoute {
 /// Keeps the base-layer link up: connect (rotating over base providers with a WebSocket), resubscribe every
 /// record, read notifications; on loss put every account in limbo and reconnect with backoff.
 async fn run_link(sol: Weak<SolanaRoute>) {
-    let mut backoff = RECONNECT_MIN;
+    let mut backoff = Reconnect::default();
     let mut attempt = 0usize;
     loop {
         let Some(s) = sol.upgrade() else { return };
@@ -241,12 +239,11 @@ async fn run_link(sol: Weak<SolanaRoute>) {
             Err(e) => {
                 tracing::debug!(network = %s.net.name, provider = %s.route.upstreams[p].name, error = %e, "base-layer WebSocket connect failed");
                 drop(s);
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
+                sleep(backoff.after_failure()).await;
                 continue;
             }
         };
-        backoff = RECONNECT_MIN;
+        backoff.connected();
         tracing::info!(network = %s.net.name, provider = %s.route.upstreams[p].name, accounts = s.table.len(), "delegation subscriptions connected");
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 20);
         *s.link.out.borrow_mut() = Some(out.clone());
@@ -295,7 +292,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
             entry.changed.notify(usize::MAX);
         }
         drop(s);
-        sleep(backoff).await;
+        sleep(backoff.current()).await;
     }
 }
 

@@ -21,10 +21,7 @@ use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 use crate::rpc::wire::write_upstream_call;
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::{connect_ws, pump, PumpEnd};
-
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
+use crate::transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 
 /// Whether a WebSocket method is a Solana subscription call this module serves.
 /// Only plain identifiers qualify: a client's method text never shapes an upstream frame's structure.
@@ -304,7 +301,7 @@ async fn follow(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey) {
 /// Keeps one side's socket up for a session: connect (rotating over that side's providers with a
 /// WebSocket), resubscribe everything assigned to the side, relay notifications under client ids.
 async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
-    let mut backoff = RECONNECT_MIN;
+    let mut backoff = Reconnect::default();
     let mut attempt = 0usize;
     loop {
         let Some(s) = session.upgrade() else { return };
@@ -329,12 +326,11 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         let socket = match connect_ws(&ws.url, &ws.addrs, tls, deadline).await {
             Ok(socket) => socket,
             Err(_) => {
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
+                sleep(backoff.after_failure()).await;
                 continue;
             }
         };
-        backoff = RECONNECT_MIN;
+        backoff.connected();
         let Some(s) = session.upgrade() else { return };
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(1 << 16);
         *link.out.borrow_mut() = Some(out.clone());
@@ -371,7 +367,7 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
             tracing::debug!(network = %s.sol.net.name, side = s.sol.net.dest_name(link.dest), "client's upstream WebSocket lost; reconnecting");
         }
         drop(s);
-        sleep(backoff).await;
+        sleep(backoff.current()).await;
     }
 }
 

@@ -17,6 +17,42 @@ use crate::runtime::timeout_at;
 
 pub type UpstreamSocket = WebSocketStream<Stream>;
 
+/// How every upstream WebSocket link (EVM subscriptions, Solana's delegation feed and client sessions)
+/// waits between reconnects: from 100 ms, doubling per failed attempt up to 5 s, back to 100 ms once a
+/// connection is up.
+#[derive(Debug, Clone, Copy)]
+pub struct Reconnect {
+    wait: Duration,
+}
+
+impl Reconnect {
+    pub const MIN: Duration = Duration::from_millis(100);
+    pub const MAX: Duration = Duration::from_secs(5);
+
+    /// The wait after a failed attempt; the next one waits twice as long (up to [`Self::MAX`]).
+    pub fn after_failure(&mut self) -> Duration {
+        let wait = self.wait;
+        self.wait = (self.wait * 2).min(Self::MAX);
+        wait
+    }
+
+    /// A connection is up: the next loss waits [`Self::MIN`] again.
+    pub fn connected(&mut self) {
+        self.wait = Self::MIN;
+    }
+
+    /// The wait before reconnecting after a link that was up is lost.
+    pub fn current(&self) -> Duration {
+        self.wait
+    }
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Reconnect { wait: Self::MIN }
+    }
+}
+
 /// Largest frame accepted from an upstream (a block with full transactions can be large).
 const MAX_MESSAGE: usize = 64 << 20;
 

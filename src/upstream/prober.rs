@@ -1,5 +1,5 @@
-//! The health prober: independent of traffic, every provider is asked `eth_blockNumber` every
-//! `probe_interval_ms` (and `eth_chainId` until it matches the configured chain). Each provider is probed
+//! The health prober: independent of traffic, every provider is asked `eth_blockNumber` (`getHealth` on
+//! Solana) every `probe_interval_ms` (and `eth_chainId` until it matches the configured chain). Each provider is probed
 //! by exactly one shard, so probe load does not grow with cores. Probes feed latency, breakers (the single
 //! half-open probe is one of these) and heads, then re-evaluate drift for the pool.
 
@@ -22,7 +22,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration, shutdown: &Shutdown) {
-    let mut id: u64 = 1 << 50; // far from request ids, and exact as a JavaScript number (< 2^53)
+    let mut id = crate::rpc::ids::PROBES;
     while !shutdown.is_triggered() {
         let started = Instant::now();
         if route.live.chain_id.is_some() && route.live.providers[i].chain() != ChainCheck::Ok {

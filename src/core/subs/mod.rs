@@ -28,7 +28,7 @@ use crate::rpc::wire::write_json_str;
 use crate::rpc::Call;
 use crate::runtime::queue::{LocalQueue, PushError};
 use crate::runtime::{sleep, spawn};
-use crate::transport::ws::{connect_ws, pump, PumpEnd};
+use crate::transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 
 use async_tungstenite::tungstenite::Message;
 
@@ -36,8 +36,6 @@ use async_tungstenite::tungstenite::Message;
 const MAX_BACKFILL_HEADS: u64 = 128;
 /// How many recent log ids are remembered to drop duplicates after a backfill.
 const RECENT_LOGS: usize = 4096;
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 pub use crate::rpc::TopicKind;
 
@@ -152,7 +150,7 @@ impl SubHub {
             out: RefCell::new(None),
             pending: RefCell::new(AHashMap::new()),
             by_upstream: RefCell::new(AHashMap::new()),
-            next_id: Cell::new(1),
+            next_id: Cell::new(crate::rpc::ids::WS_LINK),
             connected: Cell::new(false),
             failures: Cell::new(0),
         });
@@ -260,7 +258,7 @@ impl Link {
 
 /// Keeps one provider's link up while any topic uses it: connect, replay, read; on loss, back off and retry.
 async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
-    let mut backoff = RECONNECT_MIN;
+    let mut backoff = Reconnect::default();
     loop {
         let Some(r) = route.upgrade() else { return };
         if r.shutdown.is_triggered() {
@@ -291,13 +289,12 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
                 link.failures.set(link.failures.get() + 1);
                 tracing::debug!(network = %r.name, provider = %r.upstreams[link.provider].name, error = %e, "WebSocket connect failed");
                 drop(r);
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
+                sleep(backoff.after_failure()).await;
                 continue;
             }
         };
         tracing::debug!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket connected");
-        backoff = RECONNECT_MIN;
+        backoff.connected();
         link.failures.set(0);
         let out: Rc<LocalQueue<Message>> = LocalQueue::new(65_536);
         *link.out.borrow_mut() = Some(out.clone());
@@ -336,7 +333,7 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
             }
         }
         drop(r);
-        sleep(backoff).await;
+        sleep(backoff.current()).await;
     }
 }
 
