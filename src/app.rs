@@ -150,7 +150,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
                 let shutdown = shard_shutdown.clone();
                 let open_global = open_global.clone();
                 let ready_tx = ready_tx.clone();
-                let shared = Shared {
+                let shared = CrossShard {
                     lives: shard_lives.clone(),
                     to_aggregator: to_aggregator.clone(),
                     gate: shard_gate.clone(),
@@ -196,7 +196,7 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
 }
 
 /// What the shards share beyond config: live network state, the aggregator's inbox, the start gate.
-struct Shared {
+struct CrossShard {
     lives: Vec<Arc<NetworkLive>>,
     to_aggregator: crossbeam::channel::Sender<Vec<Delta>>,
     /// Opened by the main thread once providers' chain ids are checked (or the wait ran out).
@@ -238,7 +238,7 @@ async fn shard_main(
     registry: &Registry,
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
-    shared: Shared,
+    shared: CrossShard,
     ready: mpsc::Sender<Ready>,
 ) {
     // The first timer on a shard is slow; pay for it before traffic arrives.
@@ -303,7 +303,7 @@ async fn shard_main(
 
 /// Per-shard background work: pool sweeping, shipping health deltas, and probing this shard's share of
 /// providers (provider k of all networks is probed by shard k mod shards).
-fn start_background(id: ShardId, config: &Config, shard: &Rc<Shard>, shared: &Shared) {
+fn start_background(id: ShardId, config: &Config, shard: &Rc<Shard>, shared: &CrossShard) {
     let sweeper = shard.clone();
     crate::runtime::spawn(async move {
         while !sweeper.shutdown.is_triggered() {
@@ -350,7 +350,7 @@ fn build_shard(
     registry: &Registry,
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
-    shared: &Shared,
+    shared: &CrossShard,
 ) -> Shard {
     let shape: Vec<usize> = registry.networks.iter().map(|n| n.providers.len()).collect();
     let recorder = Rc::new(Recorder::new(

@@ -171,7 +171,7 @@ pub fn classify_http(status: u16, body: &[u8]) -> Class {
 /// decides the default for an error no row knows (the user's for a write, [`Class::Unknown`] for a read)
 /// and what an `Unknown` row means for a write (the provider's, as a write is never asked twice).
 pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
-    rpc_verdict(&ErrorText::from_bytes(error), is_write).class
+    rpc_ruling(&ErrorText::from_bytes(error), is_write).class
 }
 
 /// A JSON-RPC error object that came with HTTP `status`: the table's verdict, reconciled with the status.
@@ -180,7 +180,7 @@ pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
 /// table when a phrase decided it; by code alone 401/403/404/405 are `ProviderFailure`, 402
 /// `QuotaExhausted`, 413 `TooLarge`; with neither, [`classify_http`].
 pub fn classify_rpc_error_with_status(status: u16, error: &[u8], is_write: bool) -> Class {
-    let verdict = rpc_verdict(&ErrorText::from_bytes(error), is_write);
+    let verdict = rpc_ruling(&ErrorText::from_bytes(error), is_write);
     reconcile(status, verdict, error)
 }
 
@@ -587,8 +587,9 @@ enum By {
     Default,
 }
 
+/// What the rule table says of an error, and what decided it (a phrase, a code, or the default).
 #[derive(Debug, Clone, Copy)]
-struct Verdict {
+struct Ruling {
     class: Class,
     by: By,
 }
@@ -602,7 +603,7 @@ fn rule_matches(rule: &Rule, e: &ErrorText) -> bool {
 }
 
 /// The first matching rule, or the default.
-fn rpc_verdict(e: &ErrorText, is_write: bool) -> Verdict {
+fn rpc_ruling(e: &ErrorText, is_write: bool) -> Ruling {
     for rule in RPC_RULES {
         if rule_matches(rule, e) {
             let by = if rule.phrases.is_empty() { By::Code } else { By::Phrase };
@@ -611,10 +612,10 @@ fn rpc_verdict(e: &ErrorText, is_write: bool) -> Verdict {
                 Class::Unknown if is_write => Class::ProviderFailure,
                 class => class,
             };
-            return Verdict { class, by };
+            return Ruling { class, by };
         }
     }
-    Verdict {
+    Ruling {
         class: if is_write { Class::UserError } else { Class::Unknown },
         by: By::Default,
     }
@@ -687,10 +688,10 @@ fn http_hint(text: &str) -> Option<Class> {
         })
 }
 
-fn reconcile(status: u16, v: Verdict, body: &[u8]) -> Class {
+fn reconcile(status: u16, v: Ruling, body: &[u8]) -> Class {
     // Only a well-formed 2xx answer gets the benefit of the doubt.
     let v = match v.class {
-        Class::Unknown if !(200..300).contains(&status) => Verdict {
+        Class::Unknown if !(200..300).contains(&status) => Ruling {
             class: Class::ProviderFailure,
             ..v
         },

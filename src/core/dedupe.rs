@@ -13,7 +13,7 @@ use super::outcome::{CallOutcome, ProxyError};
 
 /// The answer one leader shares.
 #[derive(Clone)]
-enum Shared {
+enum LeaderAnswer {
     Answer {
         value: Rc<[u8]>,
         is_error: bool,
@@ -25,7 +25,7 @@ enum Shared {
 
 #[derive(Default)]
 pub struct Slot {
-    result: RefCell<Option<Shared>>,
+    result: RefCell<Option<LeaderAnswer>>,
     done: Cell<bool>,
     event: Event,
     joined: Cell<u64>,
@@ -45,9 +45,9 @@ impl Slot {
             listener.await;
         }
         match self.result.borrow().clone()? {
-            Shared::Answer { value, is_error } => Some(CallOutcome::whole(value.to_vec(), is_error)),
-            Shared::Failed(e) => Some(CallOutcome::Failed(e)),
-            Shared::Abandoned => None,
+            LeaderAnswer::Answer { value, is_error } => Some(CallOutcome::whole(value.to_vec(), is_error)),
+            LeaderAnswer::Failed(e) => Some(CallOutcome::Failed(e)),
+            LeaderAnswer::Abandoned => None,
         }
     }
 }
@@ -100,17 +100,17 @@ impl Leader<'_> {
     /// Shares `outcome` with every follower; returns how many joined.
     pub fn finish(mut self, outcome: &CallOutcome) -> u64 {
         let shared = match outcome {
-            CallOutcome::Answer { body, value, is_error } => Shared::Answer {
+            CallOutcome::Answer { body, value, is_error } => LeaderAnswer::Answer {
                 value: Rc::from(&body[value.clone()]),
                 is_error: *is_error,
             },
-            CallOutcome::Failed(e) => Shared::Failed(e.clone()),
+            CallOutcome::Failed(e) => LeaderAnswer::Failed(e.clone()),
         };
         self.publish(shared);
         self.slot.joined.get()
     }
 
-    fn publish(&mut self, shared: Shared) {
+    fn publish(&mut self, shared: LeaderAnswer) {
         if let Some(key) = self.key.take() {
             self.table.slots.borrow_mut().remove(&key);
             *self.slot.result.borrow_mut() = Some(shared);
@@ -122,7 +122,7 @@ impl Leader<'_> {
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        self.publish(Shared::Abandoned);
+        self.publish(LeaderAnswer::Abandoned);
     }
 }
 
