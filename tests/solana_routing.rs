@@ -433,6 +433,17 @@ fn get_multiple_accounts_on_one_side_passes_its_context_through() {
     );
 }
 
+#[test]
+fn get_multiple_accounts_with_no_key_is_the_base_layers_answer_with_its_context() {
+    // web3.js checks the context's slot: Prism must not make up `{"context":{}}` for an empty list.
+    let m = Magic::two_ers();
+    let before = m.base.count("getMultipleAccounts");
+    let v = m.result("getMultipleAccounts", json!([[], {"encoding": "base64"}]));
+    assert_eq!(v["value"], json!([]), "{v}");
+    assert_eq!(v["context"]["slot"], json!(m.base.slot()), "{v}");
+    assert_eq!(m.base.count("getMultipleAccounts"), before + 1, "asked of the base layer once");
+}
+
 // ---- transactions ----------------------------------------------------------------------------------------
 
 fn send(m: &Magic, name: &str, base64: bool) -> Value {
