@@ -441,7 +441,11 @@ fn get_multiple_accounts_with_no_key_is_the_base_layers_answer_with_its_context(
     let v = m.result("getMultipleAccounts", json!([[], {"encoding": "base64"}]));
     assert_eq!(v["value"], json!([]), "{v}");
     assert_eq!(v["context"]["slot"], json!(m.base.slot()), "{v}");
-    assert_eq!(m.base.count("getMultipleAccounts"), before + 1, "asked of the base layer once");
+    assert_eq!(
+        m.base.count("getMultipleAccounts"),
+        before + 1,
+        "asked of the base layer once"
+    );
 }
 
 // ---- transactions ----------------------------------------------------------------------------------------

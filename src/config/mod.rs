@@ -8,6 +8,8 @@
 pub mod endpoint;
 mod env;
 mod model;
+#[cfg(test)]
+pub mod testing;
 mod validate;
 
 pub use endpoint::{Endpoint, Scheme};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::config::{BreakerPolicy, Endpoint, Network, NetworkKind, Provider, RetryPolicy};
+use crate::config::testing::network;
+use crate::config::{BreakerPolicy, Endpoint, RetryPolicy};
 use crate::core::route::{SubmitLimits, Upstream};
 use crate::core::router::ProviderStatic;
 use crate::core::state::NetworkLive;
@@ -116,36 +117,6 @@ impl Exchange for Script {
 
     async fn sleep(&self, d: Duration) {
         self.elapsed.set(self.elapsed.get() + d);
-    }
-}
-
-fn network(n: usize) -> Network {
-    Network {
-        name: "t".into(),
-        kind: NetworkKind::Evm,
-        chain_id: None,
-        probe_interval_ms: 1000,
-        max_drift_blocks: 10,
-        hwm_tolerance_blocks: 2,
-        block_time_ms: 250,
-        head_slack_blocks: 128,
-        cache_depth_blocks: 64,
-        delegation_program: None,
-        default_er: None,
-        methods: Default::default(),
-        providers: (0..n)
-            .map(|i| Provider {
-                name: format!("p{i}"),
-                url: format!("http://127.0.0.1:{}", 1000 + i),
-                ws_url: None,
-                region: None,
-                weight: 1.0,
-                quota_rps: None,
-                overflow: false,
-                role: None,
-                identity: None,
-            })
-            .collect(),
     }
 }
 
