@@ -95,7 +95,7 @@ pub fn upstream_answer(data: &[u8]) {
 }
 
 fn answer_body(status: u16, body: &[u8]) {
-    use prism::core::classify::{classify_http, classify_rpc_error_with_status};
+    use prism::core::classify::{classify_http, classify_rpc_error_with_status, Dialect};
     match check_response(body, 1) {
         Ok(a) => {
             assert!(
@@ -133,8 +133,10 @@ fn answer_body(status: u16, body: &[u8]) {
         }
     }
     // The one judge the retry loop and the prober use, for a read and a write.
-    let _ = prism::core::judge::judge_answer(status, body.to_vec(), 1, false);
-    let _ = prism::core::judge::judge_answer(status, body.to_vec(), 1, true);
+    for dialect in [Dialect::Evm, Dialect::Solana] {
+        let _ = prism::core::judge::judge_answer(status, body.to_vec(), 1, false, dialect);
+        let _ = prism::core::judge::judge_answer(status, body.to_vec(), 1, true, dialect);
+    }
     head_extraction(body);
     scanner_agrees_with_serde(body);
 }

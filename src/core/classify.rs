@@ -171,7 +171,16 @@ pub fn classify_http(status: u16, body: &[u8]) -> Class {
 /// decides the default for an error no row knows (the user's for a write, [`Class::Unknown`] for a read)
 /// and what an `Unknown` row means for a write (the provider's, as a write is never asked twice).
 pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
-    rpc_ruling(&ErrorText::from_bytes(error), is_write).class
+    rpc_ruling(&ErrorText::from_bytes(error), is_write, Dialect::Evm).class
+}
+
+/// Which network's errors these are: Solana's codes mean other things than the same codes on EVM nodes, so
+/// a solana-magic network reads [`solana::SOLANA_RULES`] before the shared table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    #[default]
+    Evm,
+    Solana,
 }
 
 /// A JSON-RPC error object that came with HTTP `status`: the table's verdict, reconciled with the status.
@@ -180,8 +189,13 @@ pub fn classify_rpc_error(error: &[u8], is_write: bool) -> Class {
 /// table when a phrase decided it; by code alone 401/403/404/405 are `ProviderFailure`, 402
 /// `QuotaExhausted`, 413 `TooLarge`; with neither, [`classify_http`].
 pub fn classify_rpc_error_with_status(status: u16, error: &[u8], is_write: bool) -> Class {
-    let verdict = rpc_ruling(&ErrorText::from_bytes(error), is_write);
-    reconcile(status, verdict, error)
+    classify_rpc_error_in(Dialect::Evm, status, error, is_write)
+}
+
+/// [`classify_rpc_error_with_status`] in a network's dialect.
+pub fn classify_rpc_error_in(dialect: Dialect, status: u16, error: &[u8], is_write: bool) -> Class {
+    let ruling = rpc_ruling(&ErrorText::from_bytes(error), is_write, dialect);
+    reconcile(status, ruling, error)
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -199,6 +213,14 @@ pub struct Rule {
 const fn p(phrases: &'static [&'static str], class: Class) -> Rule {
     Rule {
         code: None,
+        phrases,
+        class,
+    }
+}
+
+const fn cp(code: i64, phrases: &'static [&'static str], class: Class) -> Rule {
+    Rule {
+        code: Some(code),
         phrases,
         class,
     }
@@ -603,8 +625,12 @@ fn rule_matches(rule: &Rule, e: &ErrorText) -> bool {
 }
 
 /// The first matching rule, or the default.
-fn rpc_ruling(e: &ErrorText, is_write: bool) -> Ruling {
-    for rule in RPC_RULES {
+fn rpc_ruling(e: &ErrorText, is_write: bool, dialect: Dialect) -> Ruling {
+    let first: &[Rule] = match dialect {
+        Dialect::Evm => &[],
+        Dialect::Solana => solana::SOLANA_RULES,
+    };
+    for rule in first.iter().chain(RPC_RULES) {
         if rule_matches(rule, e) {
             let by = if rule.phrases.is_empty() { By::Code } else { By::Phrase };
             // A write is never asked twice, so nobody can give a second opinion: as before, the provider's.
@@ -722,6 +748,8 @@ fn reconcile(status: u16, v: Ruling, body: &[u8]) -> Class {
         _ => classify_http(status, body),
     }
 }
+
+pub mod solana;
 
 #[cfg(test)]
 mod tests;

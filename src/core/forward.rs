@@ -224,7 +224,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             }
             let latency_us = self.ex.now().saturating_duration_since(started).as_micros() as u64;
             let verdict = self
-                .verdict(i, judge(result, id, self.light(), self.write))
+                .verdict(i, judge(result, id, self.light(), self.write, route.dialect()))
                 .check_head(&self, i);
             let class = verdict.class();
             // An unknown error is noted once it is settled.

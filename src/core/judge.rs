@@ -11,7 +11,7 @@ use crate::config::RetryOn;
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::{TransportError, UpstreamResponse};
 
-use super::classify::{classify_http, classify_rpc_error_with_status, classify_transport, Class};
+use super::classify::{classify_http, classify_rpc_error_in, classify_transport, Class, Dialect};
 
 /// A judged exchange.
 #[derive(Debug)]
@@ -47,10 +47,17 @@ pub enum Failure {
 
 /// Judges one exchange for the call sent under `id`. `light` marks answers that are small on any honest
 /// node (heads, balances, probes): one over the response limit is the provider's flood, not a request
-/// asking too much. `is_write` decides what an error no rule knows means (see `classify`).
-pub fn judge(result: Result<UpstreamResponse, TransportError>, id: u64, light: bool, is_write: bool) -> Judged {
+/// asking too much. `is_write` decides what an error no rule knows means (see `classify`); `dialect` whose
+/// error codes these are.
+pub fn judge(
+    result: Result<UpstreamResponse, TransportError>,
+    id: u64,
+    light: bool,
+    is_write: bool,
+    dialect: Dialect,
+) -> Judged {
     match result {
-        Ok(resp) => judge_answer(resp.status, resp.body, id, is_write),
+        Ok(resp) => judge_answer(resp.status, resp.body, id, is_write, dialect),
         Err(error) => {
             let class = match classify_transport(&error) {
                 Class::TooLarge if light => Class::ProviderFailure,
@@ -65,11 +72,11 @@ pub fn judge(result: Result<UpstreamResponse, TransportError>, id: u64, light: b
 }
 
 /// Judges an HTTP answer (`status`, `body`) to the call sent under `id`.
-pub fn judge_answer(status: u16, body: Vec<u8>, id: u64, is_write: bool) -> Judged {
+pub fn judge_answer(status: u16, body: Vec<u8>, id: u64, is_write: bool, dialect: Dialect) -> Judged {
     let ok_status = (200..300).contains(&status);
     match check_response(&body, id) {
         Ok(a) if a.is_error => {
-            let class = classify_rpc_error_with_status(status, &body[a.value.clone()], is_write);
+            let class = classify_rpc_error_in(dialect, status, &body[a.value.clone()], is_write);
             Judged::Answer {
                 body,
                 value: a.value,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::classify::Dialect;
 
 fn answer(status: u16, body: &str) -> Result<UpstreamResponse, TransportError> {
     Ok(UpstreamResponse {
@@ -11,7 +12,7 @@ fn answer(status: u16, body: &str) -> Result<UpstreamResponse, TransportError> {
 #[test]
 fn a_result_is_a_success_and_its_bytes_are_kept() {
     let body = r#"{"jsonrpc":"2.0","id":7,"result":"0x10"}"#;
-    match judge(answer(200, body), 7, true, false) {
+    match judge(answer(200, body), 7, true, false, Dialect::Evm) {
         Judged::Answer {
             body: b,
             value,
@@ -30,6 +31,7 @@ fn an_answer_to_another_call_is_the_providers_failure_and_always_retryable() {
         7,
         true,
         false,
+        Dialect::Evm,
     );
     assert!(matches!(
         j,
@@ -52,6 +54,7 @@ fn a_result_under_a_failing_status_is_the_status() {
         1,
         true,
         false,
+        Dialect::Evm,
     );
     assert!(matches!(
         j,
@@ -65,7 +68,7 @@ fn a_result_under_a_failing_status_is_the_status() {
 
 #[test]
 fn a_429_page_is_a_throttle_and_a_429_error_object_too() {
-    let page = judge(answer(429, "Too Many Requests"), 1, true, false);
+    let page = judge(answer(429, "Too Many Requests"), 1, true, false, Dialect::Evm);
     assert_eq!(page.class(), Class::Throttled);
     assert_eq!(page.retry_on(), Some(RetryOn::Status429));
     let object = judge(
@@ -76,6 +79,7 @@ fn a_429_page_is_a_throttle_and_a_429_error_object_too() {
         1,
         true,
         false,
+        Dialect::Evm,
     );
     assert_eq!(object.class(), Class::Throttled);
     assert!(matches!(object, Judged::Answer { is_error: true, .. }));
@@ -93,6 +97,7 @@ fn an_error_object_under_a_redirect_reads_like_the_redirect_page() {
         1,
         true,
         false,
+        Dialect::Evm,
     );
     assert_eq!(with_object.class(), Class::Throttled);
     let unknown = judge(
@@ -103,6 +108,7 @@ fn an_error_object_under_a_redirect_reads_like_the_redirect_page() {
         1,
         true,
         false,
+        Dialect::Evm,
     );
     assert_eq!(unknown.class(), Class::ProviderFailure);
 }
@@ -110,40 +116,64 @@ fn an_error_object_under_a_redirect_reads_like_the_redirect_page() {
 #[test]
 fn an_error_no_rule_knows_is_unknown_on_a_read_and_the_callers_on_a_write() {
     let body = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"zorglub"}}"#;
-    assert_eq!(judge(answer(200, body), 1, false, false).class(), Class::Unknown);
-    assert_eq!(judge(answer(200, body), 1, false, true).class(), Class::UserError);
+    assert_eq!(
+        judge(answer(200, body), 1, false, false, Dialect::Evm).class(),
+        Class::Unknown
+    );
+    assert_eq!(
+        judge(answer(200, body), 1, false, true, Dialect::Evm).class(),
+        Class::UserError
+    );
     // Only a well-formed 2xx answer gets the benefit of the doubt.
     assert_eq!(
-        judge(answer(500, body), 1, false, false).class(),
+        judge(answer(500, body), 1, false, false, Dialect::Evm).class(),
         Class::ProviderFailure
     );
 }
 
 #[test]
 fn a_flood_is_the_providers_on_light_answers_and_too_large_on_heavy_ones() {
-    let light = judge(Err(TransportError::TooLarge), 1, true, false);
+    let light = judge(Err(TransportError::TooLarge), 1, true, false, Dialect::Evm);
     assert_eq!(light.class(), Class::ProviderFailure);
-    let heavy = judge(Err(TransportError::TooLarge), 1, false, false);
+    let heavy = judge(Err(TransportError::TooLarge), 1, false, false, Dialect::Evm);
     assert_eq!(heavy.class(), Class::TooLarge);
 }
 
 #[test]
 fn only_a_failure_before_sending_says_nothing_was_sent() {
-    let refused = judge(Err(TransportError::Connect("refused".into())), 1, true, true);
+    let refused = judge(
+        Err(TransportError::Connect("refused".into())),
+        1,
+        true,
+        true,
+        Dialect::Evm,
+    );
     assert!(!refused.maybe_sent());
     assert_eq!(refused.class(), Class::ProviderFailure);
     assert_eq!(refused.retry_on(), Some(RetryOn::ConnectionReset));
-    let timed_out = judge(Err(TransportError::Timeout { sent: true }), 1, true, true);
+    let timed_out = judge(Err(TransportError::Timeout { sent: true }), 1, true, true, Dialect::Evm);
     assert!(timed_out.maybe_sent());
     assert_eq!(timed_out.retry_on(), Some(RetryOn::Timeout));
-    let cap = judge(Err(TransportError::ConnectionLimit { max: 4 }), 1, true, true);
+    let cap = judge(
+        Err(TransportError::ConnectionLimit { max: 4 }),
+        1,
+        true,
+        true,
+        Dialect::Evm,
+    );
     assert!(!cap.maybe_sent());
     assert!(!cap.class().counts_as_failure());
 }
 
 #[test]
 fn a_broken_body_under_a_2xx_is_malformed_not_a_status() {
-    let j = judge(answer(200, r#"{"jsonrpc":"2.0","id":1,"result":"#), 1, true, false);
+    let j = judge(
+        answer(200, r#"{"jsonrpc":"2.0","id":1,"result":"#),
+        1,
+        true,
+        false,
+        Dialect::Evm,
+    );
     assert!(matches!(
         j,
         Judged::Failed {

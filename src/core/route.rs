@@ -215,6 +215,15 @@ impl NetworkRoute {
         mask
     }
 
+    /// Whose error codes this network's providers speak.
+    pub fn dialect(&self) -> crate::core::classify::Dialect {
+        if self.solana {
+            crate::core::classify::Dialect::Solana
+        } else {
+            crate::core::classify::Dialect::Evm
+        }
+    }
+
     pub fn next_rotation(&self) -> usize {
         let r = self.rotation.get();
         self.rotation.set(r.wrapping_add(1));

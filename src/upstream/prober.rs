@@ -52,7 +52,7 @@ async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Res
         .post(&body, Instant::now() + PROBE_TIMEOUT, true)
         .await;
     // A probe's answer is a few bytes: `light`, so one over the response limit is the provider's flood.
-    let judged = judge(result, id, true, false);
+    let judged = judge(result, id, true, false, route.dialect());
     judged.log_broken(&route.name, &route.upstreams[i].name, method);
     match judged {
         Judged::Answer {

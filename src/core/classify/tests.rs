@@ -4,11 +4,15 @@ use super::*;
 /// carries; `None` for a JSON body whose id is not a number (`null` in a node's parse error): Prism's own
 /// calls always carry a numeric id, so such a body is never an answer to one of them (`check_response`).
 fn judged(status: u16, body: &[u8], is_write: bool) -> Option<Class> {
+    judged_in(Dialect::Evm, status, body, is_write)
+}
+
+fn judged_in(dialect: Dialect, status: u16, body: &[u8], is_write: bool) -> Option<Class> {
     let id = match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(v) => v.get("id").and_then(serde_json::Value::as_u64)?,
         Err(_) => 1,
     };
-    Some(crate::core::judge::judge_answer(status, body.to_vec(), id, is_write).class())
+    Some(crate::core::judge::judge_answer(status, body.to_vec(), id, is_write, dialect).class())
 }
 
 fn classify_response(status: u16, body: &[u8], is_write: bool) -> Class {
@@ -18,6 +22,12 @@ fn classify_response(status: u16, body: &[u8], is_write: bool) -> Class {
 const CORPUS: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/errors/corpus.jsonl"
+));
+
+/// Agave, MagicBlock ER and Solana providers' error bodies, classed in the Solana dialect.
+const SOLANA_CORPUS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/errors/solana.jsonl"
 ));
 
 fn class_named(name: &str) -> Option<Class> {
@@ -53,8 +63,12 @@ struct Row {
 }
 
 fn corpus() -> Vec<Row> {
+    rows_of(CORPUS)
+}
+
+fn rows_of(text: &str) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (i, line) in CORPUS.lines().enumerate() {
+    for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
@@ -129,6 +143,107 @@ fn every_corpus_row_gets_its_class() {
         rows.len(),
         wrong.join("\n")
     );
+}
+
+#[test]
+fn every_solana_corpus_row_gets_its_class() {
+    let rows = rows_of(SOLANA_CORPUS);
+    let mut wrong = Vec::new();
+    for r in &rows {
+        let mut got: Vec<_> = judged_in(Dialect::Solana, r.status, &r.body, r.is_write)
+            .map(|c| ("judge", c))
+            .into_iter()
+            .collect();
+        if let Some(err) = &r.error {
+            got.push((
+                "classify_rpc_error_in",
+                classify_rpc_error_in(Dialect::Solana, r.status, err, r.is_write),
+            ));
+        }
+        for (f, class) in got {
+            if class != r.expect {
+                wrong.push(format!(
+                    "line {} [{} {} {}]: {f} gave {class}, expected {}\n    {}",
+                    r.line,
+                    r.source,
+                    r.status,
+                    r.method,
+                    r.expect,
+                    String::from_utf8_lossy(&r.body).chars().take(200).collect::<String>(),
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} Solana corpus rows misclassified:\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n")
+    );
+    for source in [
+        "agave",
+        "quicknode",
+        "helius",
+        "triton",
+        "solana-mainnet-beta",
+        "magicblock-er",
+    ] {
+        assert!(
+            rows.iter().any(|r| r.source == source),
+            "no Solana corpus row from {source}"
+        );
+    }
+}
+
+#[test]
+fn solanas_codes_are_not_read_as_evms() {
+    // The collisions the Solana rows exist for: the same code, another meaning.
+    let cases = [
+        (
+            -32005,
+            "Node is behind by 42 slots",
+            Class::ProviderFailure,
+            Class::Throttled,
+        ),
+        (
+            -32016,
+            "Minimum context slot has not been reached",
+            Class::DataUnavailable,
+            Class::Throttled,
+        ),
+        (
+            -32007,
+            "Slot 9 was skipped, or missing due to ledger jump to recent snapshot",
+            Class::DataUnavailable,
+            Class::Throttled,
+        ),
+        (
+            -32004,
+            "Block not available for slot 9",
+            Class::DataUnavailable,
+            Class::Unsupported,
+        ),
+        (
+            -32002,
+            "Transaction simulation failed: Blockhash not found",
+            Class::UserError,
+            Class::DataUnavailable,
+        ),
+    ];
+    for (code, message, solana, evm) in cases {
+        let e = rpc(code, message);
+        assert_eq!(
+            classify_rpc_error_in(Dialect::Solana, 200, &e, false),
+            solana,
+            "{code} {message}"
+        );
+        assert_eq!(
+            classify_rpc_error_in(Dialect::Evm, 200, &e, false),
+            evm,
+            "{code} {message} on EVM"
+        );
+    }
 }
 
 #[test]
