@@ -1017,9 +1017,10 @@ fn delegation_status_routes_and_identity_compat_methods() {
         routes[0]["fqdn"].as_str().map(|s| s.trim_end_matches('/')),
         Some(m.er1.url().as_str())
     );
+    // MagicBlock's SDK delegates to what the router's getIdentity names: the ER, with its public URL.
     assert_eq!(
         m.result("getIdentity", json!([])),
-        json!({"identity": m.base.identity()})
+        json!({"identity": pk("er1_identity"), "fqdn": m.er1.url()})
     );
 }
 
@@ -1287,6 +1288,63 @@ fn delegation_status_of_a_default_authority_and_routes_of_two_ers() {
     assert_eq!(got, want, "{routes}");
 }
 
+/// `getIdentity` names the ER to delegate to: `default_er` while it is live, else the live one; `getRoutes`
+/// lists only live ERs; an ER without `public_url` has a null `fqdn` (never its upstream URL).
+#[test]
+fn get_identity_names_a_live_er_and_get_routes_lists_only_live_ones() {
+    let m = Magic::start_with_network(
+        true,
+        |net, _| {
+            let net = net.replacen(
+                "kind = \"solana-magic\"",
+                "kind = \"solana-magic\"\nprobe_interval_ms = 100",
+                1,
+            );
+            // er-2 keeps no public address: its fqdn is null.
+            let cut = net.rfind("  public_url=").expect("er-2's public_url");
+            let end = cut + net[cut..].find('\n').unwrap() + 1;
+            format!("{}{}", &net[..cut], &net[end..])
+        },
+        |b| b,
+    );
+    support::wait_serving(&m.prism, &["base-1", "er-1", "er-2"]);
+    assert_eq!(
+        m.result("getIdentity", json!([])),
+        json!({"identity": pk("er1_identity"), "fqdn": m.er1.url()}),
+        "default_er while it is live"
+    );
+    let routes = m.result("getRoutes", json!([]));
+    assert_eq!(routes.as_array().map(Vec::len), Some(2), "{routes}");
+    let er2 = routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["identity"] == json!(pk("er2_identity")))
+        .unwrap_or_else(|| panic!("{routes}"));
+    assert_eq!(
+        er2["fqdn"],
+        Value::Null,
+        "no public_url: null, never the upstream URL: {routes}"
+    );
+    // er-1 stops answering: its breaker opens, and it is no longer offered.
+    m.er1.set_http_status(Some(503));
+    m.prism.wait_state("er-1", "open", Duration::from_secs(10));
+    assert_eq!(
+        m.result("getIdentity", json!([])),
+        json!({"identity": pk("er2_identity"), "fqdn": Value::Null}),
+        "the live ER when default_er is down"
+    );
+    let routes = m.result("getRoutes", json!([]));
+    assert_eq!(routes, json!([{"identity": pk("er2_identity"), "fqdn": Value::Null}]));
+    // Back: default_er again.
+    m.er1.set_http_status(None);
+    m.prism.wait_state("er-1", "closed", Duration::from_secs(40));
+    assert_eq!(
+        m.result("getIdentity", json!([]))["identity"],
+        json!(pk("er1_identity"))
+    );
+}
+
 #[test]
 fn get_multiple_accounts_of_100_keys_alternating_sides_merges_in_order() {
     let m = Magic::start();
@@ -1316,7 +1374,7 @@ fn get_multiple_accounts_of_100_keys_alternating_sides_merges_in_order() {
 }
 
 /// A provider URL's path and query often carry the operator's API key: `getRoutes` and
-/// `getDelegationStatus` report the ER's origin only, and the key shows up in no log, metric or status.
+/// `getDelegationStatus` report the ER's `public_url` only, and the key shows up in no log, metric or status.
 #[test]
 fn er_urls_with_a_key_in_the_path_never_leak() {
     const SECRET: &str = "k3y-s3cr3t-0f-the-0perat0r";

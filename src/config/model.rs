@@ -348,6 +348,10 @@ pub struct Provider {
     /// Solana magic router: the ER validator identity delegation records name as authority.
     #[serde(default)]
     pub identity: Option<String>,
+    /// Solana magic router: the address clients reach this ER at (`fqdn` in `getIdentity`, `getRoutes` and
+    /// `getDelegationStatus`). Never taken from `url`, which may carry the operator's credentials.
+    #[serde(default)]
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

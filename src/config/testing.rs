@@ -29,6 +29,7 @@ pub fn network(n: usize) -> Network {
                 overflow: false,
                 role: None,
                 identity: None,
+                public_url: None,
             })
             .collect(),
     }

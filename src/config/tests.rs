@@ -169,3 +169,29 @@ fn a_network_has_at_most_64_providers() {
     let cut = text.rfind("[[networks.providers]]").unwrap();
     assert!(Config::from_toml_with(&text[..cut], no_env).is_ok(), "64 are fine");
 }
+
+#[test]
+fn public_url_is_an_ers_address_and_nothing_else() {
+    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let env = |name: &str| match name {
+        "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
+        _ => Some("x".to_string()),
+    };
+    let er = "  url = \"https://er-1.example.com\"\n";
+    let with = magic.replace(er, &format!("{er}  public_url = \"https://er-1.public.example\"\n"));
+    let c = Config::from_toml_with(&with, env).unwrap();
+    let p = &c.networks[0].providers[1];
+    assert_eq!(p.public_url.as_deref(), Some("https://er-1.public.example"));
+    let on_base = magic.replace(
+        "  url = \"https://api.mainnet-beta.solana.com\"\n",
+        "  url = \"https://api.mainnet-beta.solana.com\"\n  public_url = \"https://x.example\"\n",
+    );
+    let err = Config::from_toml_with(&on_base, env).unwrap_err().to_string();
+    assert!(
+        err.contains("providers[0].public_url") && err.contains("ephemeral"),
+        "{err}"
+    );
+    let not_url = magic.replace(er, &format!("{er}  public_url = \"er-1.example.com\"\n"));
+    let err = Config::from_toml_with(&not_url, env).unwrap_err().to_string();
+    assert!(err.contains("public_url") && err.contains("URL"), "{err}");
+}

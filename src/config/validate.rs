@@ -256,6 +256,23 @@ impl Config {
                         }
                         _ => {}
                     }
+                    if let Some(public) = &p.public_url {
+                        if p.role != Some(ProviderRole::Ephemeral) {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.public_url"),
+                                "only applies to role = \"ephemeral\" (the address clients reach the ER at)",
+                            ));
+                        }
+                        let ok = ["http://", "https://", "ws://", "wss://"]
+                            .iter()
+                            .any(|s| public.starts_with(s) && public.len() > s.len());
+                        if !ok {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.public_url"),
+                                "must be an http(s) or ws(s) URL",
+                            ));
+                        }
+                    }
                 } else if p.role.is_some() {
                     return Err(ConfigError::invalid(
                         format!("{pat}.role"),

@@ -59,4 +59,25 @@ impl SolanaRoute {
             ids: Cell::new(crate::rpc::ids::SOLANA_ROUTER),
         })
     }
+
+    /// Whether ER `k` has a provider routing would use now (admissible, breaker closed).
+    pub fn er_live(&self, k: usize) -> bool {
+        let Some(er) = self.net.ers.get(k) else { return false };
+        let live = &self.route.live;
+        crate::rpc::ProviderId::all(self.route.upstreams.len())
+            .filter(|p| p.is_in(er.providers))
+            .any(|p| live.admissible(p) && live.providers[p].breaker.is_closed())
+    }
+
+    /// ER `k`'s latency: the p50 of light calls at its fastest provider (0 before any is measured).
+    pub fn er_latency_us(&self, k: usize) -> u64 {
+        let Some(er) = self.net.ers.get(k) else { return u64::MAX };
+        let health = self.route.live.health.load();
+        crate::rpc::ProviderId::all(self.route.upstreams.len())
+            .filter(|p| p.is_in(er.providers))
+            .filter_map(|p| health.providers.get(p.index()))
+            .map(|h| h.figures(crate::rpc::methods::Family::Light).p50_us)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
 }

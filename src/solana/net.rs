@@ -38,9 +38,10 @@ pub struct Er {
     pub identity: Pubkey,
     /// Bit i set = provider i of the network serves this ER.
     pub providers: u64,
-    /// The first provider's origin (scheme, host, port), reported as `fqdn` by the compatibility methods.
-    /// Never its path or query: those often carry the operator's API key.
-    pub url: String,
+    /// Where clients reach this ER (`public_url` of its first provider that sets one), reported as `fqdn`
+    /// by `getIdentity`, `getRoutes` and `getDelegationStatus`; `None` when no provider sets it. Never an
+    /// upstream URL: those often carry the operator's API key.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,14 +97,17 @@ impl SolanaNet {
                         })?;
                     // Providers naming the same identity serve the same ER (redundant endpoints).
                     match ers.iter_mut().find(|e| e.identity == identity) {
-                        Some(er) => er.providers |= 1 << i,
+                        Some(er) => {
+                            er.providers |= 1 << i;
+                            if er.public_url.is_none() {
+                                er.public_url = p.public_url.clone();
+                            }
+                        }
                         None => ers.push(Er {
                             name: p.name.clone(),
                             identity,
                             providers: 1 << i,
-                            url: crate::config::Endpoint::parse(&p.url)
-                                .map(|e| e.to_string())
-                                .unwrap_or_default(),
+                            public_url: p.public_url.clone(),
                         }),
                     }
                 }

@@ -77,6 +77,9 @@ pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, dea
         }
         "getDelegationStatus" => delegation_status(sol, params, deadline).await,
         "getRoutes" => routes(sol),
+        // MagicBlock's SDK takes the router's identity as the validator to delegate to
+        // (`getClosestValidator`): the ER, not the base layer's identity.
+        "getIdentity" if !sol.net.ers.is_empty() => closest_er(sol),
         m if UNSUPPORTED.contains(&m) => rejected(
             -32601,
             format!(
@@ -799,10 +802,7 @@ async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadlin
     match status {
         Status::Delegated { er, record } => {
             out.extend_from_slice(br#"{"isDelegated":true,"fqdn":"#);
-            match er.and_then(|k| sol.net.ers.get(k)) {
-                Some(e) => write_json_str(&mut out, &e.url),
-                None => out.extend_from_slice(b"null"),
-            }
+            write_fqdn(&mut out, er.and_then(|k| sol.net.ers.get(k)));
             out.extend_from_slice(br#","delegationRecord":{"authority":"#);
             write_json_str(&mut out, &record.authority.to_base58());
             out.extend_from_slice(br#","owner":"#);
@@ -818,19 +818,49 @@ async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadlin
     local(out)
 }
 
+/// An ER's `fqdn`: its `public_url`, or `null`.
+fn write_fqdn(out: &mut Vec<u8>, er: Option<&super::net::Er>) {
+    match er.and_then(|e| e.public_url.as_deref()) {
+        Some(url) => write_json_str(out, url),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `{"identity":..,"fqdn":..}` of one ER.
+fn write_er(out: &mut Vec<u8>, er: &super::net::Er) {
+    out.extend_from_slice(br#"{"identity":"#);
+    write_json_str(out, &er.identity.to_base58());
+    out.extend_from_slice(br#","fqdn":"#);
+    write_fqdn(out, Some(er));
+    out.push(b'}');
+}
+
+/// The ERs a client can be sent to now: those with a provider Prism would route to.
 fn routes(sol: &SolanaRoute) -> CallOutcome {
     let mut out = b"[".to_vec();
-    for (n, er) in sol.net.ers.iter().enumerate() {
-        if n > 0 {
+    for k in (0..sol.net.ers.len()).filter(|&k| sol.er_live(k)) {
+        if out.len() > 1 {
             out.push(b',');
         }
-        out.extend_from_slice(br#"{"identity":"#);
-        write_json_str(&mut out, &er.identity.to_base58());
-        out.extend_from_slice(br#","fqdn":"#);
-        write_json_str(&mut out, &er.url);
-        out.push(b'}');
+        write_er(&mut out, &sol.net.ers[k]);
     }
     out.push(b']');
+    local(out)
+}
+
+/// The ER a client should delegate to: `default_er` while it is live, else the live ER with the lowest
+/// latency, else `default_er` (or the first ER) even if down: its identity is still where delegations go.
+fn closest_er(sol: &SolanaRoute) -> CallOutcome {
+    let net = &sol.net;
+    let live = |k: &usize| sol.er_live(*k);
+    let k = net
+        .default_er
+        .filter(live)
+        .or_else(|| (0..net.ers.len()).filter(live).min_by_key(|&k| sol.er_latency_us(k)))
+        .or(net.default_er)
+        .unwrap_or(0);
+    let mut out = Vec::with_capacity(128);
+    write_er(&mut out, &net.ers[k]);
     local(out)
 }
 

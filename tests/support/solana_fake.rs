@@ -1345,10 +1345,11 @@ pub fn magic_network_toml(base: &SolanaFake, ers: &[(&str, &SolanaFake)], defaul
     for (name, er) in ers {
         t.push_str(&format!(
             "\n  [[networks.providers]]\n  name = \"{name}\"\n  role = \"ephemeral\"\n  identity = \"{}\"\n  \
-             url = \"{}\"\n  ws_url = \"{}\"\n",
+             url = \"{}\"\n  ws_url = \"{}\"\n  public_url=\"{}\"\n",
             er.identity(),
             er.url(),
-            er.ws_url()
+            er.ws_url(),
+            er.url()
         ));
     }
     t
