@@ -39,20 +39,20 @@ fn err(code: i64, message: &str) -> Value {
     json!({"code": code, "message": message})
 }
 
-/// Sends `getSlot` until base-1 has answered it `n` times; every call must get a slot (from base-2 when
+/// Sends `getVersion` until base-1 has answered it `n` times; every call must get an answer (from base-2 when
 /// base-1 fails). Returns the calls made.
 fn slots_until_base1_answered(m: &Magic, n: usize) -> usize {
     let mut calls = 0;
-    while m.base.count("getSlot") < n {
+    while m.base.count("getVersion") < n {
         assert!(
             calls < 200,
             "base-1 was asked {} times in {calls} calls",
-            m.base.count("getSlot")
+            m.base.count("getVersion")
         );
-        let v = m.call("getSlot", json!([]));
+        let v = m.call("getVersion", json!([]));
         assert!(
-            v["result"].is_u64(),
-            "call {calls}: a slot from the other base provider, got {v}"
+            v["result"].is_object(),
+            "call {calls}: an answer from the other base provider, got {v}"
         );
         calls += 1;
     }
@@ -63,13 +63,13 @@ fn slots_until_base1_answered(m: &Magic, n: usize) -> usize {
 fn minimum_context_slot_not_reached_asks_another_provider_and_parks_nobody() {
     let (m, base2) = two_bases();
     m.base.fail_method(
-        "getSlot",
+        "getVersion",
         Some(
             json!({"code": -32016, "message": "Minimum context slot has not been reached", "data": {"contextSlot": 7}}),
         ),
     );
     slots_until_base1_answered(&m, 6);
-    assert!(base2.count("getSlot") > 0);
+    assert!(base2.count("getVersion") > 0);
     assert_eq!(
         attempts(&m, "base-1", "rerouted"),
         6.0,
@@ -81,17 +81,28 @@ fn minimum_context_slot_not_reached_asks_another_provider_and_parks_nobody() {
 }
 
 #[test]
-fn a_node_behind_by_n_slots_is_the_providers_failure() {
+fn a_node_behind_asks_another_and_an_unhealthy_node_is_counted() {
     let (m, _base2) = two_bases();
     m.base.fail_method(
-        "getSlot",
+        "getVersion",
         Some(json!({"code": -32005, "message": "Node is behind by 42 slots", "data": {"numSlotsBehind": 42}})),
     );
     slots_until_base1_answered(&m, 1);
-    // Counted against base-1 (EVM's -32005 is a rate limit: throttled, parked, never counted).
-    assert_eq!(attempts(&m, "base-1", "failed"), 1.0);
+    // Lagging: not this provider's to answer now, not its failure (EVM's -32005 is a rate limit: parked).
+    assert_eq!(attempts(&m, "base-1", "rerouted"), 1.0);
     assert_eq!(attempts(&m, "base-1", "throttled"), 0.0);
-    assert_ne!(m.prism.provider_state("base-1"), "parked");
+    assert_eq!(m.prism.provider_state("base-1"), "closed");
+    m.base.fail_method(
+        "getVersion",
+        Some(json!({"code": -32005, "message": "Node is unhealthy", "data": {"numSlotsBehind": null}})),
+    );
+    slots_until_base1_answered(&m, 2);
+    assert_eq!(
+        attempts(&m, "base-1", "failed"),
+        1.0,
+        "an unhealthy node's answer counts against it"
+    );
+    assert_eq!(attempts(&m, "base-1", "throttled"), 0.0);
 }
 
 #[test]
@@ -120,14 +131,14 @@ fn a_transaction_version_error_is_the_callers_and_asked_of_one_provider_only() {
 fn a_throttle_phrase_beats_agaves_slot_skipped_code() {
     let (m, base2) = two_bases();
     m.base.fail_method(
-        "getSlot",
+        "getVersion",
         Some(err(
             -32007,
             "15/second request limit reached - reduce calls per second or upgrade your account",
         )),
     );
     slots_until_base1_answered(&m, 1);
-    assert!(base2.count("getSlot") > 0);
+    assert!(base2.count("getVersion") > 0);
     m.prism
         .wait_provider("base-1", Duration::from_secs(5), "parked", |row| {
             row["state"] == "parked"

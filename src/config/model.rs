@@ -303,6 +303,14 @@ pub struct Network {
     /// Solana magic router: the ER used for records whose authority is the default pubkey.
     #[serde(default)]
     pub default_er: Option<String>,
+    /// Solana magic router: a base-layer provider this many slots behind the best base-layer provider is left
+    /// out until it catches up.
+    #[serde(default = "default_max_slot_drift")]
+    pub max_slot_drift: u64,
+    /// Solana magic router: a provider whose slot has not advanced for this long is down (an ER's `getHealth`
+    /// says "ok" whatever its state); 0 turns the check off.
+    #[serde(default = "default_slot_stall_ms")]
+    pub slot_stall_ms: u64,
     /// Methods this network's providers serve that Prism's table does not know. Unknown methods are sent
     /// once (they may change state); declared reads are retried and joined, declared writes sent once.
     #[serde(default)]
@@ -449,6 +457,12 @@ fn default_head_slack_blocks() -> u64 {
 }
 fn default_cache_depth_blocks() -> u64 {
     64
+}
+fn default_max_slot_drift() -> u64 {
+    150
+}
+fn default_slot_stall_ms() -> u64 {
+    10_000
 }
 fn default_weight() -> f64 {
     1.0

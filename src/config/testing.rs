@@ -17,6 +17,8 @@ pub fn network(n: usize) -> Network {
         cache_depth_blocks: 64,
         delegation_program: None,
         default_er: None,
+        max_slot_drift: 150,
+        slot_stall_ms: 10_000,
         methods: Default::default(),
         providers: (0..n)
             .map(|i| Provider {

@@ -177,6 +177,7 @@ impl Config {
             }
             positive(&format!("{at}.probe_interval_ms"), n.probe_interval_ms)?;
             positive(&format!("{at}.block_time_ms"), n.block_time_ms)?;
+            positive(&format!("{at}.max_slot_drift"), n.max_slot_drift)?;
             if n.providers.is_empty() {
                 return Err(ConfigError::invalid(
                     format!("{at}.providers"),

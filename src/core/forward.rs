@@ -110,10 +110,16 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let tolerance = route.live.hwm_tolerance;
         // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
         // may come from one within the tolerance. A read at block N prefers providers that have N.
-        let mut min_head = if latest { mark } else { mark.saturating_sub(tolerance) };
+        let mut min_head = if latest || route.solana {
+            mark
+        } else {
+            mark.saturating_sub(tolerance)
+        };
         if let BlockRef::Number(n) = block {
             min_head = min_head.max(n);
         }
+        // Solana's `minContextSlot` (the router's `floor`): prefer a provider that has reached it.
+        min_head = min_head.max(caller.floor);
         let never_retry = route.retry.never_retry.iter().any(|m| m == &*call.method);
         Attempts {
             ex,
@@ -558,6 +564,9 @@ impl Verdict {
     /// block answered below the client's mark is lagging: learn the provider's real head, try another.
     fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId) -> Verdict {
         a.head.set(None);
+        if a.route.solana {
+            return self.check_context_slot(a, i);
+        }
         match self {
             Verdict::Answer {
                 body,
@@ -600,6 +609,47 @@ impl Verdict {
                     }
                 }
             },
+            v => v,
+        }
+    }
+}
+
+impl Verdict {
+    /// Solana: an answer's `context.slot` is the provider's slot (believed within its probe's bound) and must
+    /// not take the caller's view of this side backwards: one below the caller's mark is lagging (try
+    /// another provider); a believable one raises the mark in `finish`.
+    fn check_context_slot<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId) -> Verdict {
+        match self {
+            Verdict::Answer {
+                body,
+                value,
+                is_error: false,
+            } => {
+                let slot = object_field(&body[value.clone()], "context")
+                    .and_then(|c| object_field(c, "slot"))
+                    .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u64>().ok());
+                let answer = |body, value| Verdict::Answer {
+                    body,
+                    value,
+                    is_error: false,
+                };
+                match slot {
+                    Some(s) if s < a.mark => Verdict::Lagging {
+                        answer: CallOutcome::Answer {
+                            body,
+                            value,
+                            is_error: false,
+                        },
+                    },
+                    Some(s) => {
+                        if a.route.live.observe_answer_slot(i, s, a.ex.now_ms()) {
+                            a.head.set(Some(s));
+                        }
+                        answer(body, value)
+                    }
+                    None => answer(body, value),
+                }
+            }
             v => v,
         }
     }

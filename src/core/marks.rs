@@ -17,6 +17,18 @@ pub enum MarkKey {
     Session(u64),
 }
 
+impl MarkKey {
+    /// This caller's mark on one side of a Solana network (`side` of `sides`: the base layer and each ER
+    /// keep their own clocks, so each has its own mark). Key marks stay exact (the table is sized for
+    /// every key on every side); session marks hash the side in.
+    pub fn on_side(self, side: u8, sides: usize) -> MarkKey {
+        match self {
+            MarkKey::Key(i) => MarkKey::Key(i * sides + side as usize),
+            MarkKey::Session(h) => MarkKey::Session(h ^ (side as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        }
+    }
+}
+
 pub struct Marks {
     keys: Box<[AtomicU64]>,
     sessions: Box<[AtomicU64]>,

@@ -135,6 +135,9 @@ pub struct Caller {
     /// The providers this call may use (bit i = provider i). All by default; the Solana router narrows it
     /// to one side (the base layer, or one ephemeral rollup).
     pub providers: u64,
+    /// The head (Solana: slot) the answer must come from at least, beyond the mark: Solana's
+    /// `minContextSlot`. 0 = none.
+    pub floor: u64,
 }
 
 impl Default for Caller {
@@ -144,6 +147,7 @@ impl Default for Caller {
             weights: Weights::default(),
             mark: MarkKey::Key(0),
             providers: u64::MAX,
+            floor: 0,
         }
     }
 }

@@ -207,8 +207,14 @@ pub struct ProviderLive {
     /// [`HeadRule::confirms`]); 0 when there is no run.
     pub claim_run: AtomicU64,
     pub claimed_at_ms: AtomicU64,
-    /// More than `max_drift_blocks` behind the pool's best head.
+    /// More than `max_drift_blocks` behind the pool's best head (Solana: `max_slot_drift` behind the best
+    /// base-layer provider).
     pub drifted: AtomicBool,
+    /// Solana: its slot has not advanced for `slot_stall_ms` (see `core::slots`).
+    pub stalled: AtomicBool,
+    /// Solana: the slot its last probe answered, and when: what bounds the slots its answers may claim.
+    pub probed_slot: AtomicU64,
+    pub probed_at_ms: AtomicU64,
     /// Throttled: not used until this time (ms on the process clock).
     pub parked_until_ms: AtomicU64,
     chain: AtomicU8,
@@ -232,6 +238,9 @@ impl ProviderLive {
             claim_run: AtomicU64::new(0),
             claimed_at_ms: AtomicU64::new(0),
             drifted: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            probed_slot: AtomicU64::new(0),
+            probed_at_ms: AtomicU64::new(0),
             parked_until_ms: AtomicU64::new(0),
             chain: AtomicU8::new(ChainCheck::Unknown as u8),
             peer_open_until_ms: AtomicU64::new(0),
@@ -279,6 +288,8 @@ impl ProviderLive {
             "outlier"
         } else if self.drifted.load(Ordering::Relaxed) && self.breaker.is_closed() {
             "open-drift"
+        } else if self.stalled.load(Ordering::Relaxed) && self.breaker.is_closed() {
+            "stalled"
         } else {
             match self.breaker.state(now_ms) {
                 BreakerState::Closed if self.is_parked(now_ms) => "parked",
@@ -306,8 +317,10 @@ pub struct NetworkLive {
     /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
     outliers: AtomicUsize,
     /// For logs: the network's and providers' names.
-    name: String,
-    names: Box<[String]>,
+    pub(super) name: String,
+    pub(super) names: Box<[String]>,
+    /// Solana: each provider's side and the slot rules (`core::slots`); `None` on EVM networks.
+    pub(super) slots: Option<super::slots::SlotRule>,
 }
 
 impl NetworkLive {
@@ -320,12 +333,13 @@ impl NetworkLive {
             max_drift: network.max_drift_blocks,
             hwm_tolerance: network.hwm_tolerance_blocks,
             chain_id: network.chain_id,
-            marks: Marks::new(keys),
+            marks: Marks::new((keys + 1) * super::slots::SlotRule::mark_lanes(network) - 1),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
             rule: HeadRule::new(network),
             outliers: AtomicUsize::new(0),
             name: network.name.clone(),
             names: network.providers.iter().map(|p| p.name.clone()).collect(),
+            slots: super::slots::SlotRule::for_network(network),
         })
     }
 
@@ -543,6 +557,7 @@ impl NetworkLive {
     pub fn admissible(&self, provider: ProviderId) -> bool {
         let p = &self.providers[provider];
         !p.drifted.load(Ordering::Relaxed)
+            && !p.stalled.load(Ordering::Relaxed)
             && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers.len())
             && match p.chain() {
                 ChainCheck::Ok => true,

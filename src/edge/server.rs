@@ -126,6 +126,7 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
             None => key.map_or(MarkKey::Key(0), |k| k.mark()),
         },
         providers: u64::MAX,
+        floor: 0,
     }
 }
 

@@ -17,7 +17,7 @@ use super::table::{Entry, Status};
 use super::SolanaRoute;
 use crate::core::forward::forward_as;
 use crate::core::outcome::{CallOutcome, Caller, ProxyError};
-use crate::jsonscan::{object_field, plain_u64};
+use crate::jsonscan::{nth_element, object_field, plain_str, plain_u64};
 use crate::rpc::methods::{Family, HeadHint, Kind, MethodInfo};
 use crate::rpc::Call;
 use crate::runtime::queue::LocalQueue;
@@ -81,13 +81,59 @@ impl SolanaRoute {
             method: method.into(),
             params,
         };
+        // Each side keeps its own clock, and each commitment level its own view of it: the caller's mark is
+        // per side and commitment, so `context.slot` never goes backwards within one.
+        let config = config_object(params);
+        let commitment = match config.and_then(|c| object_field(c, "commitment")).and_then(plain_str) {
+            Some("processed") | Some("recent") => 0,
+            Some("confirmed") | Some("single") | Some("singleGossip") => 1,
+            _ => 2, // the node's default: finalized
+        };
+        let (lane, lanes) = self.route.live.mark_lane(dest.code(), commitment);
         let caller = Caller {
             providers: self.net.providers(dest),
+            mark: caller.mark.on_side(lane, lanes),
+            floor: config
+                .and_then(|c| object_field(c, "minContextSlot"))
+                .and_then(plain_u64)
+                .unwrap_or(0),
             ..*caller
         };
-        forward_as(&self.route, &call, info, &caller, deadline, &self.ids).await
+        let out = forward_as(&self.route, &call, info, &caller, deadline, &self.ids).await;
+        match (dest, &out) {
+            (Dest::Er(k), CallOutcome::Failed(ProxyError::AllDown { .. })) => self.er_down(k),
+            _ => out,
+        }
     }
 
+    /// ER `k` has no provider to route to: say which ER, and why when its slot stopped.
+    fn er_down(&self, k: usize) -> CallOutcome {
+        let name = self.net.ers.get(k).map_or("?", |e| e.name.as_str());
+        let stalled = crate::rpc::ProviderId::all(self.route.upstreams.len())
+            .filter(|p| p.is_in(self.net.providers(Dest::Er(k))))
+            .map(|p| self.route.live.slot_of(p).0)
+            .max()
+            .filter(|_| !self.er_live(k));
+        let message = match stalled {
+            Some(slot) if slot > 0 => format!(
+                "Ephemeral rollup {name} is down (its slot stopped advancing at {slot}); its accounts cannot be served until it is back"
+            ),
+            _ => format!("Ephemeral rollup {name} is down; its accounts cannot be served until it is back"),
+        };
+        CallOutcome::Failed(ProxyError::Rejected { code: -32603, message })
+    }
+}
+
+/// The config object of Solana params: the last element that is an object.
+fn config_object(params: Option<&[u8]>) -> Option<&[u8]> {
+    let params = params?;
+    (0..8)
+        .map_while(|n| nth_element(params, n))
+        .filter(|v| v.first() == Some(&b'{'))
+        .last()
+}
+
+impl SolanaRoute {
     /// The table entry for `account`, subscribing to its record when it is new.
     pub fn watch(self: &Rc<Self>, account: Pubkey) -> Rc<Entry> {
         let (entry, new) = self.table.entry(&self.net, account);

@@ -9,6 +9,7 @@ use crate::core::breaker::BreakerState;
 use crate::core::classify::Class;
 use crate::core::judge::{judge, Judged};
 use crate::core::route::NetworkRoute;
+use crate::core::slots::SlotChange;
 use crate::core::state::{ChainCheck, HeadVerdict};
 use crate::jsonscan::hex_quantity;
 use crate::rpc::methods::Family;
@@ -45,8 +46,18 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
 /// One probe call, judged as client traffic is (`core::judge`). `Err` carries the class, so a throttled
 /// provider is parked rather than counted, exactly as for client traffic.
 async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Result<Vec<u8>, Class> {
-    let mut body = Vec::with_capacity(64);
-    write_upstream_call(&mut body, id, method, Some(b"[]"));
+    call_with(route, i, id, method, b"[]").await
+}
+
+async fn call_with(
+    route: &NetworkRoute,
+    i: ProviderId,
+    id: u64,
+    method: &str,
+    params: &[u8],
+) -> Result<Vec<u8>, Class> {
+    let mut body = Vec::with_capacity(64 + params.len());
+    write_upstream_call(&mut body, id, method, Some(params));
     let result = route.upstreams[i]
         .pool
         .post(&body, Instant::now() + PROBE_TIMEOUT, true)
@@ -66,6 +77,41 @@ async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Res
             class: Class::Unknown, ..
         } => Err(Class::ProviderFailure),
         judged => Err(judged.class()),
+    }
+}
+
+/// Solana: the provider's slot (`getSlot`, processed: the newest it has), then every provider's drift and
+/// stall re-evaluated (`core::slots`). A failed `getSlot` says nothing new: `getHealth` already judged it.
+async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
+    let Ok(result) = call_with(route, i, id, "getSlot", br#"[{"commitment":"processed"}]"#).await else {
+        return;
+    };
+    let Some(slot) = std::str::from_utf8(&result)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+    else {
+        tracing::warn!(network = %route.name, provider = %route.upstreams[i].name, "getSlot answered no slot");
+        return;
+    };
+    let now = now_ms();
+    route.live.observe_probed_slot(i, slot, now);
+    for (p, change) in route.live.update_slots(now) {
+        let who = &route.upstreams[p].name;
+        let (slot, _) = route.live.slot_of(p);
+        match change {
+            SlotChange::Drifted(true) => {
+                tracing::warn!(network = %route.name, provider = %who, slot, "base-layer provider behind the others by more than max_slot_drift; excluded")
+            }
+            SlotChange::Drifted(false) => {
+                tracing::warn!(network = %route.name, provider = %who, slot, "base-layer provider caught up; back in the pool")
+            }
+            SlotChange::Stalled(true) => {
+                tracing::warn!(network = %route.name, provider = %who, slot, "slot stopped advancing for slot_stall_ms; excluded")
+            }
+            SlotChange::Stalled(false) => {
+                tracing::warn!(network = %route.name, provider = %who, slot, "slot advancing again; back in the pool")
+            }
+        }
     }
 }
 
@@ -109,6 +155,9 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
             Err(class) => *class,
         };
         route.note_outcome(i, Family::Light, class, latency_us, is_probe);
+        if class == Class::Success {
+            probe_slot(route, i, id + (1 << 40)).await;
+        }
         return;
     }
     // A height beyond 2^53 is no block height: a malformed answer, the provider's failure.

@@ -1337,7 +1337,9 @@ pub fn install_alt(base: &SolanaFake) {
 pub fn magic_network_toml(base: &SolanaFake, ers: &[(&str, &SolanaFake)], default_er: &str) -> String {
     let mut t = format!(
         "[[networks]]\nname = \"solana\"\nkind = \"solana-magic\"\ndelegation_program = \"{DELEGATION_PROGRAM}\"\n\
-         default_er = \"{default_er}\"\n\n  [[networks.providers]]\n  name = \"base-1\"\n  role = \"base\"\n  \
+         default_er = \"{default_er}\"\n\
+         # The fakes' clocks move only when a test moves them: no stall check unless a test asks for one.\n\
+         slot_stall_ms = 0\n\n  [[networks.providers]]\n  name = \"base-1\"\n  role = \"base\"\n  \
          url = \"{}\"\n  ws_url = \"{}\"\n",
         base.url(),
         base.ws_url()

@@ -2,7 +2,8 @@
 //!
 //! Agave numbers its server errors `-32001..-32019` (`rpc-client-api`'s `custom_error.rs`), and several
 //! collide with what the same codes mean on EVM nodes: `-32005` is "node is behind by N slots" (a lagging
-//! provider) where EIP-1474 says "limit exceeded"; `-32016` is "minimum context slot has not been reached"
+//! provider: asked no more for this call, not blamed) or "node is unhealthy" (its failure) where EIP-1474
+//! says "limit exceeded"; `-32016` is "minimum context slot has not been reached"
 //! (this provider is behind the caller: another may not be) where proxyd says "over rate limit"; `-32007`
 //! and `-32009` are skipped or missing slots, not QuickNode's throttles; `-32004` is a block not available
 //! here, not "method not supported". MagicBlock's ER validator reuses `-32002`/`-32003`/`-32009`/`-32015`
@@ -42,9 +43,12 @@ pub static SOLANA_RULES: &[Rule] = &[
     p(&["monthly"], Quota),
     p(&["upgrade your plan"], Quota),
     // 3. Agave's server errors.
-    c(-32001, Data),  // "Block N cleaned up, does not exist on node. First available block: M"
-    c(-32004, Data),  // "Block not available for slot N"
-    c(-32005, Fail),  // "Node is behind by N slots" / "Node is unhealthy"
+    c(-32001, Data), // "Block N cleaned up, does not exist on node. First available block: M"
+    c(-32004, Data), // "Block not available for slot N"
+    // "Node is behind by N slots": lagging, like data a node does not have yet; another provider may be
+    // current, and the slot drift rule (`core::slots`) decides whether it is left out.
+    cp(-32005, &["behind by"], Data),
+    c(-32005, Fail),                            // "Node is unhealthy"
     c(-32007, Data),  // "Slot N was skipped, or missing due to ledger jump to recent snapshot"
     c(-32008, Data),  // "No snapshot"
     c(-32009, Data),  // "Slot N was skipped, or missing in long-term storage" (ER: block not found)

@@ -203,9 +203,10 @@ fn solanas_codes_are_not_read_as_evms() {
         (
             -32005,
             "Node is behind by 42 slots",
-            Class::ProviderFailure,
+            Class::DataUnavailable,
             Class::Throttled,
         ),
+        (-32005, "Node is unhealthy", Class::ProviderFailure, Class::Throttled),
         (
             -32016,
             "Minimum context slot has not been reached",
