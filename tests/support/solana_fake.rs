@@ -383,6 +383,8 @@ impl State {
 struct Inner {
     state: Mutex<State>,
     shutdown: AtomicBool,
+    /// While set, a started ticker does not advance the slot (a frozen validator).
+    frozen: AtomicBool,
 }
 
 impl Inner {
@@ -460,6 +462,7 @@ impl SolanaFake {
                 http_failing: HashMap::new(),
             }),
             shutdown: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
         });
         let i = inner.clone();
         thread::Builder::new()
@@ -589,9 +592,16 @@ impl SolanaFake {
         thread::spawn(move || {
             while !inner.shutdown.load(Ordering::SeqCst) {
                 thread::sleep(every);
-                inner.lock().advance(1);
+                if !inner.frozen.load(Ordering::SeqCst) {
+                    inner.lock().advance(1);
+                }
             }
         });
+    }
+    /// Freezes (or thaws) the slot a started ticker advances: the validator stops making slots while
+    /// still answering everything, `getHealth` included.
+    pub fn freeze(&self, on: bool) {
+        self.inner.frozen.store(on, Ordering::SeqCst);
     }
     /// The blockhash getLatestBlockhash answers now.
     pub fn blockhash(&self) -> String {
