@@ -448,6 +448,36 @@ fn get_multiple_accounts_with_no_key_is_the_base_layers_answer_with_its_context(
     );
 }
 
+#[test]
+fn priority_fees_follow_the_accounts_they_name() {
+    let m = Magic::start();
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let bob = seed(&m, "bob");
+    let method = "getRecentPrioritizationFees";
+    m.result(method, json!([[alice]]));
+    assert_eq!(
+        (m.er1.count(method), m.base.count(method)),
+        (1, 0),
+        "an ER account's fees are the ER's"
+    );
+    m.result(method, json!([[bob]]));
+    assert_eq!(
+        (m.er1.count(method), m.base.count(method)),
+        (1, 1),
+        "an undelegated account's, the base layer's"
+    );
+    m.result(method, json!([]));
+    assert_eq!(m.base.count(method), 2, "no account named: the base layer");
+    let helius = "getPriorityFeeEstimate";
+    m.result(
+        helius,
+        json!([{"accountKeys": [alice], "options": {"recommended": true}}]),
+    );
+    assert_eq!((m.er1.count(helius), m.base.count(helius)), (1, 0));
+    let e = m.error(method, json!([["not-a-key"]]));
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
 // ---- transactions ----------------------------------------------------------------------------------------
 
 fn send(m: &Magic, name: &str, base64: bool) -> Value {

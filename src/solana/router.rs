@@ -76,6 +76,8 @@ pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, dea
             sol.call_on(dest, READ, method, params, caller, deadline).await
         }
         "getDelegationStatus" => delegation_status(sol, params, deadline).await,
+        // Fees follow the accounts they are asked about: an ER's accounts are written on the ER.
+        "getRecentPrioritizationFees" | "getPriorityFeeEstimate" => fees(sol, method, params, caller, deadline).await,
         "getRoutes" => routes(sol),
         // MagicBlock's SDK takes the router's identity as the validator to delegate to
         // (`getClosestValidator`): the ER, not the base layer's identity.
@@ -414,6 +416,16 @@ async fn multiple_accounts(
 /// The destination of a set of accounts that a transaction writes (or a client will write): the ER their
 /// delegated ones live on, the base layer when none is delegated; two different ERs is an error.
 async fn dest_of_writes(sol: &Rc<SolanaRoute>, accounts: &[Pubkey], deadline: Instant) -> Result<Dest, CallOutcome> {
+    dest_of_accounts(sol, accounts, "transaction writes accounts", deadline).await
+}
+
+/// The side a set of accounts lives on (`what` names them in the error when two ERs hold some).
+async fn dest_of_accounts(
+    sol: &Rc<SolanaRoute>,
+    accounts: &[Pubkey],
+    what: &str,
+    deadline: Instant,
+) -> Result<Dest, CallOutcome> {
     let dests = join_all(accounts.iter().map(|k| dest_of(sol, *k, deadline))).await;
     let mut target: Option<(Dest, Pubkey)> = None;
     for (d, k) in dests.into_iter().zip(accounts) {
@@ -423,10 +435,10 @@ async fn dest_of_writes(sol: &Rc<SolanaRoute>, accounts: &[Pubkey], deadline: In
             Ok(er) => match target {
                 Some((t, other)) if t != er => {
                     return Err(invalid(format!(
-                    "transaction writes accounts delegated to different ephemeral rollups: {other} ({}) and {k} ({})",
-                    sol.net.dest_name(t),
-                    sol.net.dest_name(er)
-                )))
+                        "{what} delegated to different ephemeral rollups: {other} ({}) and {k} ({})",
+                        sol.net.dest_name(t),
+                        sol.net.dest_name(er)
+                    )))
                 }
                 _ => target = Some((er, *k)),
             },
@@ -816,6 +828,39 @@ async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadlin
         _ => out.extend_from_slice(br#"{"isDelegated":false,"fqdn":null,"delegationRecord":null}"#),
     }
     local(out)
+}
+
+/// `getRecentPrioritizationFees([accounts])` and Helius' `getPriorityFeeEstimate([{accountKeys, ..}])` go to
+/// the side the named accounts live on (the base layer when none is named or none is delegated).
+async fn fees(
+    sol: &Rc<SolanaRoute>,
+    method: &str,
+    params: Option<&[u8]>,
+    caller: &Caller,
+    deadline: Instant,
+) -> CallOutcome {
+    let named = match method {
+        "getPriorityFeeEstimate" => params
+            .and_then(|p| crate::jsonscan::nth_element(p, 0))
+            .and_then(|o| crate::jsonscan::object_field(o, "accountKeys")),
+        _ => params.and_then(|p| crate::jsonscan::nth_element(p, 0)),
+    };
+    let mut accounts = Vec::new();
+    for raw in named.and_then(crate::jsonscan::elements).unwrap_or_default() {
+        match crate::jsonscan::plain_str(raw).and_then(Pubkey::from_base58) {
+            Some(k) => accounts.push(k),
+            None => return invalid(format!("{method}: accounts must be base58 public keys")),
+        }
+    }
+    if accounts.len() > 128 {
+        return invalid(format!("{method}: at most 128 accounts"));
+    }
+    let dest = match dest_of_accounts(sol, &accounts, "the accounts named are", deadline).await {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let info = sol.route.declared.apply(method, super::methods::lookup(method));
+    sol.call_on(dest, info, method, params, caller, deadline).await
 }
 
 /// An ER's `fqdn`: its `public_url`, or `null`.

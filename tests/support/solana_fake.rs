@@ -974,6 +974,8 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
         "getSlot" => Ok(json!(g.slot)),
         "getVersion" => Ok(json!({"feature-set": 3_294_202_862u64, "solana-core": "2.2.0"})),
         "getHealth" => Ok(json!("ok")),
+        "getRecentPrioritizationFees" => Ok(json!([{"slot": g.slot, "prioritizationFee": 0}])),
+        "getPriorityFeeEstimate" => Ok(json!({"priorityFeeEstimate": 1000.0})),
         "getIdentity" => Ok(json!({"identity": g.identity()})),
         "getGenesisHash" => Ok(json!(hash_name(&format!("genesis-{:?}", g.kind)))),
         _ => Err(json!({"code": -32601, "message": "Method not found"})),
