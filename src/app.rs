@@ -434,7 +434,9 @@ fn build_shard(
         .into_iter()
         .zip(&shared.solana)
         .map(|(route, net)| {
-            let magic = net.as_ref().map(|net| SolanaRoute::new(route.clone(), net.clone()));
+            let magic = net
+                .as_ref()
+                .map(|net| SolanaRoute::new(route.clone(), net.clone(), config.limits.record_resubscribe_per_sec));
             Network::new(route, magic)
         })
         .collect();

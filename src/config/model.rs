@@ -137,6 +137,9 @@ pub struct Limits {
     /// Open connections (busy and idle) per upstream per shard; beyond it calls queue for a free one until
     /// their deadline, then fail with "Upstream connection limit" (never counted against the provider).
     pub upstream_max_connections: usize,
+    /// Solana: delegation-record subscriptions a shard sends per second when its base-layer WebSocket comes
+    /// back (accounts a request touches go first), so 200 000 tracked accounts are not one burst.
+    pub record_resubscribe_per_sec: usize,
     /// Largest answer Prism builds for one request (a whole batch together); beyond it the request is
     /// answered with a -32003 "answer too large" error instead.
     pub max_answer_bytes: usize,
@@ -173,6 +176,7 @@ impl Default for Limits {
             ws_max_queue: 1024,
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,
+            record_resubscribe_per_sec: 2_000,
             max_answer_bytes: 64 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             max_subscriptions_per_shard: 10_000,

@@ -46,10 +46,12 @@ pub struct SolanaRoute {
     pub lookup_tables: RefCell<AHashMap<Pubkey, Rc<[Pubkey]>>>,
     /// Upstream ids for Prism's own calls (delegation fetches, table reads, split requests).
     pub ids: Cell<u64>,
+    /// `limits.record_resubscribe_per_sec`.
+    pub resubscribe_per_sec: usize,
 }
 
 impl SolanaRoute {
-    pub fn new(route: Rc<NetworkRoute>, net: Arc<SolanaNet>) -> Rc<SolanaRoute> {
+    pub fn new(route: Rc<NetworkRoute>, net: Arc<SolanaNet>, resubscribe_per_sec: usize) -> Rc<SolanaRoute> {
         Rc::new(SolanaRoute {
             route,
             net,
@@ -57,6 +59,7 @@ impl SolanaRoute {
             link: Default::default(),
             lookup_tables: RefCell::new(AHashMap::new()),
             ids: Cell::new(crate::rpc::ids::SOLANA_ROUTER),
+            resubscribe_per_sec,
         })
     }
 

@@ -49,11 +49,16 @@ pub struct BaseLink {
     pub connected: Cell<bool>,
     /// No base-layer provider has a WebSocket: nothing will ever confirm a subscription.
     pub unavailable: Cell<bool>,
+    /// Counts base-link connections: a resubscription pass belongs to one.
+    generation: Cell<u64>,
 }
 
 impl BaseLink {
     fn subscribe(&self, entry: &Entry) {
         let Some(out) = self.out.borrow().clone() else { return }; // sent on connect
+        if entry.asked.replace(true) {
+            return;
+        }
         let id = self.next_id.get() + 1;
         self.next_id.set(id);
         self.pending.borrow_mut().insert(id, entry.account);
@@ -156,6 +161,10 @@ impl SolanaRoute {
             if let Some(s) = entry.trusted() {
                 return Ok(s);
             }
+            // Touched while its subscription is not back: it goes before the resubscription pass reaches it.
+            if !entry.asked.get() {
+                self.link.subscribe(&entry);
+            }
             if entry.fetching.get() && !waited {
                 let listener = entry.changed.listen();
                 if entry.fetching.get() {
@@ -206,8 +215,9 @@ impl SolanaRoute {
                             .recorder
                             .metrics()
                             .solana(SolanaMetric::DelegatedAccounts, moved);
-                        // Trusted only while a live subscription keeps it fresh.
-                        entry.limbo.set(!self.link.connected.get());
+                        // Trusted only once a confirmed subscription keeps it fresh: a read made before the
+                        // subscription is back serves this request, not the next.
+                        entry.limbo.set(entry.sub.get().is_none());
                         Ok(())
                     }
                     _ => Err(ProxyError::NotServed(
@@ -296,9 +306,14 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         s.link.connected.set(true);
         s.link.pending.borrow_mut().clear();
         s.link.by_sub.borrow_mut().clear();
-        for entry in s.table.all() {
-            s.link.subscribe(&entry);
+        let entries = s.table.all();
+        for entry in &entries {
+            entry.asked.set(false);
         }
+        let generation = s.link.generation.get() + 1;
+        s.link.generation.set(generation);
+        let per_sec = s.resubscribe_per_sec;
+        spawn(resubscribe(sol.clone(), entries, generation, per_sec));
         let ping = s.route.ws_ping;
         drop(s);
         let weak = sol.clone();
@@ -335,10 +350,40 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         for entry in s.table.all() {
             entry.limbo.set(true);
             entry.sub.set(None);
+            entry.asked.set(false);
             entry.changed.notify(usize::MAX);
         }
         drop(s);
         sleep(backoff.current()).await;
+    }
+}
+
+/// Subscribes every tracked record again after a reconnect, `per_sec` a second in tenth-of-a-second
+/// batches, skipping the ones a request already asked for (they go first, from `status`). Stops when the
+/// link it was started for is gone.
+async fn resubscribe(sol: Weak<SolanaRoute>, entries: Vec<Rc<Entry>>, generation: u64, per_sec: usize) {
+    let batch = (per_sec / 10).max(1);
+    let started = Instant::now();
+    let mut sent = 0usize;
+    for chunk in entries.chunks(batch) {
+        {
+            let Some(s) = sol.upgrade() else { return };
+            if s.link.generation.get() != generation || !s.link.connected.get() {
+                return;
+            }
+            for entry in chunk {
+                if !entry.asked.get() {
+                    s.link.subscribe(entry);
+                    sent += 1;
+                }
+            }
+        }
+        if chunk.len() == batch {
+            sleep(Duration::from_millis(100)).await;
+        }
+    }
+    if let Some(s) = sol.upgrade() {
+        tracing::info!(network = %s.net.name, records = entries.len(), sent, took_ms = started.elapsed().as_millis() as u64, "record subscriptions restored");
     }
 }
 

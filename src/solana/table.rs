@@ -35,6 +35,8 @@ pub struct Entry {
     pub fetching: Cell<bool>,
     /// Upstream subscription id on the base link, once confirmed.
     pub sub: Cell<Option<u64>>,
+    /// A subscription was asked for on the current base link (confirmed or not yet).
+    pub asked: Cell<bool>,
     /// Fired on every change of status, fetch completion and subscription confirmation.
     pub changed: event_listener::Event,
 }
@@ -128,6 +130,7 @@ impl DelegationTable {
             status: Cell::new(Status::Unknown),
             slot: Cell::new(0),
             limbo: Cell::new(false),
+            asked: Cell::new(false),
             fetching: Cell::new(false),
             sub: Cell::new(None),
             changed: event_listener::Event::new(),
