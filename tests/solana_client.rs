@@ -257,3 +257,27 @@ fn web3js_confirms_through_the_port_plus_one_websocket_on_both_chains() {
         "web3.js confirmed an ER transaction without asking the ER anything"
     );
 }
+
+/// MagicBlock's SDK asks the router's `getIdentity` for the validator to delegate to: through Prism, both
+/// the SDK's own request and web3.js' RPC client get the ER (default_er), with its public URL.
+#[test]
+fn the_er_sdks_closest_validator_request_gets_the_er() {
+    let m = seeded();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/solana/web3");
+    assert!(
+        dir.join("node_modules/@solana/web3.js").exists(),
+        "web3.js is not installed: run scripts/deps/solana.sh (npm ci in tests/solana/web3)"
+    );
+    let out = Command::new("node")
+        .current_dir(&dir)
+        .arg("closest.mjs")
+        .arg(url(&m))
+        .output()
+        .expect("spawn node closest.mjs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let want = json!({"identity": pk("er1_identity"), "fqdn": m.er1.url()});
+    assert_eq!(v["sdk"], want, "{v}");
+    assert_eq!(v["web3"], want, "{v}");
+}
