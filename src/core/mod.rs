@@ -17,6 +17,7 @@ pub mod pipeline;
 pub use crate::rpc::methods;
 pub mod route;
 pub mod router;
+pub mod sides;
 pub mod slots;
 pub mod state;
 pub mod submit;

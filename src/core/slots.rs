@@ -12,66 +12,18 @@
 
 use std::sync::atomic::Ordering;
 
+use super::sides::COMMITMENTS;
 use super::state::NetworkLive;
-use crate::config::{Network, NetworkKind, ProviderRole};
 use crate::rpc::ProviderId;
-
-/// Commitment levels (`processed`, `confirmed`, `finalized`), each with its own mark per side.
-pub const COMMITMENTS: usize = 3;
 
 /// The fastest slot clock an answer's claim is bounded by (ERs make a slot every 50 ms; base ~400 ms).
 const FASTEST_SLOT_MS: u64 = 10;
-
-/// Each provider's side (0 = base layer, k + 1 = ER k in order of first appearance, as `SolanaNet` counts
-/// them) and the slot rules of one solana-magic network.
-#[derive(Debug)]
-pub struct SlotRule {
-    side: Box<[u8]>,
-    sides: usize,
-    max_drift: u64,
-    stall_ms: u64,
-}
 
 /// What changed for one provider when slots were re-evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotChange {
     Drifted(bool),
     Stalled(bool),
-}
-
-impl SlotRule {
-    pub fn for_network(n: &Network) -> Option<SlotRule> {
-        if n.kind != NetworkKind::SolanaMagic {
-            return None;
-        }
-        let mut identities: Vec<&str> = Vec::new();
-        let side = n
-            .providers
-            .iter()
-            .map(|p| match (p.role, p.identity.as_deref()) {
-                (Some(ProviderRole::Ephemeral), Some(id)) => {
-                    let k = identities.iter().position(|x| *x == id).unwrap_or_else(|| {
-                        identities.push(id);
-                        identities.len() - 1
-                    });
-                    (k + 1).min(u8::MAX as usize) as u8
-                }
-                _ => 0,
-            })
-            .collect();
-        Some(SlotRule {
-            side,
-            sides: identities.len() + 1,
-            max_drift: n.max_slot_drift,
-            stall_ms: n.slot_stall_ms,
-        })
-    }
-
-    /// How many marks each caller has: one per side and commitment level on Solana (a `finalized` answer
-    /// is ~32 slots behind a `processed` one by design, so each level keeps its own), one on EVM.
-    pub fn mark_lanes(n: &Network) -> usize {
-        SlotRule::for_network(n).map_or(1, |r| r.sides * COMMITMENTS)
-    }
 }
 
 impl NetworkLive {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::{BreakerPolicy, Provider};
+use crate::config::{BreakerPolicy, NetworkKind, Provider, ProviderRole};
 
 /// base-1, base-2, er-1 (two providers: er-1a, er-1b), er-2.
 fn magic() -> std::sync::Arc<NetworkLive> {

@@ -320,7 +320,7 @@ pub struct NetworkLive {
     pub(super) name: String,
     pub(super) names: Box<[String]>,
     /// Solana: each provider's side and the slot rules (`core::slots`); `None` on EVM networks.
-    pub(super) slots: Option<super::slots::SlotRule>,
+    pub(super) slots: Option<super::sides::SlotRule>,
 }
 
 impl NetworkLive {
@@ -333,13 +333,13 @@ impl NetworkLive {
             max_drift: network.max_drift_blocks,
             hwm_tolerance: network.hwm_tolerance_blocks,
             chain_id: network.chain_id,
-            marks: Marks::new((keys + 1) * super::slots::SlotRule::mark_lanes(network) - 1),
+            marks: Marks::new((keys + 1) * super::sides::SlotRule::mark_lanes(network) - 1),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
             rule: HeadRule::new(network),
             outliers: AtomicUsize::new(0),
             name: network.name.clone(),
             names: network.providers.iter().map(|p| p.name.clone()).collect(),
-            slots: super::slots::SlotRule::for_network(network),
+            slots: super::sides::SlotRule::for_network(network),
         })
     }
 
