@@ -39,6 +39,12 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Print the live provider table of a running node, read from its admin listener's `/status`.
+    Status {
+        /// The node's `server.admin_listen` address.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        admin: SocketAddr,
+    },
     /// Run Prism in front of built-in misbehaving providers on loopback (no network, no account needed).
     Demo {
         #[arg(long, default_value = "127.0.0.1:8545")]
@@ -77,7 +83,74 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo { listen, admin, seconds } => demo(listen, admin, seconds),
+        Command::Status { admin } => status(admin),
     }
+}
+
+/// `prism status`: GET /status from the admin listener and print one row per provider, as the demo does.
+fn status(admin: SocketAddr) -> anyhow::Result<()> {
+    use simd_json::prelude::*;
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(5);
+    let mut conn = std::net::TcpStream::connect_timeout(&admin, timeout)
+        .with_context(|| format!("no admin listener at {admin} (server.admin_listen)"))?;
+    conn.set_read_timeout(Some(timeout))?;
+    write!(
+        conn,
+        "GET /status HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    conn.take(64 << 20).read_to_end(&mut raw)?;
+    let split = memchr::memmem::find(&raw, b"\r\n\r\n").context("the admin listener sent no HTTP answer")?;
+    anyhow::ensure!(
+        raw.starts_with(b"HTTP/1.1 200"),
+        "/status answered {}",
+        String::from_utf8_lossy(&raw[..split])
+    );
+    let mut body = raw[split + 4..].to_vec();
+    let doc = simd_json::to_borrowed_value(&mut body).context("/status is not JSON")?;
+    let text = |v: Option<&simd_json::BorrowedValue>| v.and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let num = |v: Option<&simd_json::BorrowedValue>| v.and_then(|v| v.as_f64()).unwrap_or(0.0);
+    println!(
+        "prism {} up {:.0} s, {} open connections",
+        text(doc.get("version")),
+        num(doc.get("uptimeSeconds")),
+        num(doc.get("openConnections"))
+    );
+    for net in doc
+        .get("networks")
+        .and_then(|n| n.as_array())
+        .map_or(&[][..], |a| a.as_slice())
+    {
+        println!(
+            "{} ({}), best head {}",
+            text(net.get("name")),
+            text(net.get("kind")),
+            num(net.get("bestHead"))
+        );
+        println!(
+            "  {:<16} {:>9} {:>9} {:>9} {:>7} {:>12} {:>6}  state",
+            "provider", "p50", "p99", "success", "share", "head", "lag"
+        );
+        for p in net
+            .get("providers")
+            .and_then(|p| p.as_array())
+            .map_or(&[][..], |a| a.as_slice())
+        {
+            println!(
+                "  {:<16} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>12} {:>6}  {}",
+                text(p.get("name")),
+                num(p.get("p50Ms")),
+                num(p.get("p99Ms")),
+                num(p.get("success")) * 100.0,
+                num(p.get("share")) * 100.0,
+                num(p.get("head")),
+                num(p.get("lag")),
+                text(p.get("state"))
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check(path: &PathBuf) -> anyhow::Result<()> {

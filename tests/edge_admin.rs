@@ -121,3 +121,34 @@ fn status_json_carries_the_documented_provider_fields() {
     let calls: u64 = providers.iter().map(|p| p["calls"].as_u64().unwrap()).sum();
     assert!(calls >= 10, "calls {calls}: {s}");
 }
+
+/// `prism status` prints the live provider table of a running node from its admin listener, for an
+/// operator in an SSH session; a node that is not there is a clear error and a failing exit status.
+#[test]
+fn prism_status_prints_the_provider_table_of_a_running_node() {
+    let (healthy, failing) = (FakeProvider::start(), FakeProvider::start());
+    failing.set_mode(Mode::Status(503));
+    let prism = Prism::start(&[&healthy, &failing]);
+    support::wait_serving(&prism, &["p1"]);
+    prism.wait_state("p2", "open", std::time::Duration::from_secs(15));
+    let out = std::process::Command::new(support::prism::BIN)
+        .args(["status", "--admin", &prism.admin_addr().to_string()])
+        .output()
+        .expect("run prism status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"))
+            .to_string()
+    };
+    assert!(row("p1").ends_with("closed"), "{text}");
+    assert!(row("p2").ends_with("open"), "{text}");
+    let gone = std::process::Command::new(support::prism::BIN)
+        .args(["status", "--admin", "127.0.0.1:9"])
+        .output()
+        .expect("run prism status");
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no admin listener at 127.0.0.1:9"));
+}
