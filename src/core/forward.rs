@@ -34,7 +34,7 @@ use super::blame::{Blame, BlameKey};
 use super::cache::revealed_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
-use super::judge::{judge, Failure, Judged};
+use super::judge::{error_retry_on, judge, Failure, Judged};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
@@ -454,11 +454,8 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                             status,
                         },
                         sent: true,
-                        retry_class: Some(if class == Class::ProviderFailure {
-                            RetryOn::Status5xx
-                        } else {
-                            RetryOn::Status429
-                        }),
+                        // The class blame memory settled, not the judge's: `error_retry_on` of it.
+                        retry_class: Some(error_retry_on(class)),
                         node_answer: Some(CallOutcome::Answer { body, value, is_error }),
                         class,
                     },

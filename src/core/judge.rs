@@ -71,6 +71,16 @@ pub fn judge(
     }
 }
 
+/// The `retry_on` entry that governs retrying after an error answer of `class` (the provider's failure is
+/// a 5xx, a throttle or quota a 429), also after blame memory changed the class.
+pub fn error_retry_on(class: Class) -> RetryOn {
+    if class == Class::ProviderFailure {
+        RetryOn::Status5xx
+    } else {
+        RetryOn::Status429
+    }
+}
+
 /// Judges an HTTP answer (`status`, `body`) to the call sent under `id`.
 pub fn judge_answer(status: u16, body: Vec<u8>, id: u64, is_write: bool, dialect: Dialect) -> Judged {
     let ok_status = (200..300).contains(&status);
@@ -154,11 +164,7 @@ impl Judged {
             } else {
                 RetryOn::Status5xx
             }),
-            Judged::Answer { class, .. } => Some(if *class == Class::ProviderFailure {
-                RetryOn::Status5xx
-            } else {
-                RetryOn::Status429
-            }),
+            Judged::Answer { class, .. } => Some(error_retry_on(*class)),
         }
     }
 

@@ -24,6 +24,11 @@ impl ProviderId {
         (0..n.min(Self::MAX)).map(|i| ProviderId(i as u8))
     }
 
+    /// The providers of `set` among a network's `n`, in config order.
+    pub fn in_set(set: u64, n: usize) -> impl Iterator<Item = ProviderId> + Clone {
+        ProviderId::all(n).filter(move |p| p.is_in(set))
+    }
+
     pub const fn index(self) -> usize {
         self.0 as usize
     }

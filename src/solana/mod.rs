@@ -67,8 +67,7 @@ impl SolanaRoute {
     pub fn er_live(&self, k: usize) -> bool {
         let Some(er) = self.net.ers.get(k) else { return false };
         let live = &self.route.live;
-        crate::rpc::ProviderId::all(self.route.upstreams.len())
-            .filter(|p| p.is_in(er.providers))
+        crate::rpc::ProviderId::in_set(er.providers, self.route.upstreams.len())
             .any(|p| live.admissible(p) && live.providers[p].breaker.is_closed())
     }
 
@@ -76,8 +75,7 @@ impl SolanaRoute {
     pub fn er_latency_us(&self, k: usize) -> u64 {
         let Some(er) = self.net.ers.get(k) else { return u64::MAX };
         let health = self.route.live.health.load();
-        crate::rpc::ProviderId::all(self.route.upstreams.len())
-            .filter(|p| p.is_in(er.providers))
+        crate::rpc::ProviderId::in_set(er.providers, self.route.upstreams.len())
             .filter_map(|p| health.providers.get(p.index()))
             .map(|h| h.figures(crate::rpc::methods::Family::Light).p50_us)
             .min()

@@ -122,7 +122,12 @@ fn param_str(params: Option<&[u8]>, n: usize) -> Option<&str> {
 /// `params[0]` as an array of account keys: the raw elements and the keys; `None` unless every element is
 /// a base58 key.
 fn keys_param(params: Option<&[u8]>) -> Option<(Vec<&[u8]>, Vec<Pubkey>)> {
-    let items = elements(nth_element(params?, 0)?)?;
+    keys_in(nth_element(params?, 0)?)
+}
+
+/// A JSON array of account keys: the raw elements and the keys; `None` unless every element is one.
+fn keys_in(array: &[u8]) -> Option<(Vec<&[u8]>, Vec<Pubkey>)> {
+    let items = elements(array)?;
     let keys = items
         .iter()
         .map(|i| plain_str(i).and_then(Pubkey::from_base58))
@@ -839,19 +844,16 @@ async fn fees(
     caller: &Caller,
     deadline: Instant,
 ) -> CallOutcome {
+    let first = params.and_then(|p| nth_element(p, 0));
     let named = match method {
-        "getPriorityFeeEstimate" => params
-            .and_then(|p| crate::jsonscan::nth_element(p, 0))
-            .and_then(|o| crate::jsonscan::object_field(o, "accountKeys")),
-        _ => params.and_then(|p| crate::jsonscan::nth_element(p, 0)),
+        "getPriorityFeeEstimate" => first.and_then(|o| crate::jsonscan::object_field(o, "accountKeys")),
+        _ => first,
     };
-    let mut accounts = Vec::new();
-    for raw in named.and_then(crate::jsonscan::elements).unwrap_or_default() {
-        match crate::jsonscan::plain_str(raw).and_then(Pubkey::from_base58) {
-            Some(k) => accounts.push(k),
-            None => return invalid(format!("{method}: accounts must be base58 public keys")),
-        }
-    }
+    let accounts = match named.map(keys_in) {
+        None => Vec::new(),
+        Some(Some((_, keys))) => keys,
+        Some(None) => return invalid(format!("{method}: accounts must be base58 public keys")),
+    };
     if accounts.len() > 128 {
         return invalid(format!("{method}: at most 128 accounts"));
     }

@@ -114,13 +114,13 @@ impl SolanaRoute {
     /// ER `k` has no provider to route to: say which ER, and why when its slot stopped.
     fn er_down(&self, k: usize) -> CallOutcome {
         let name = self.net.ers.get(k).map_or("?", |e| e.name.as_str());
-        let stalled = crate::rpc::ProviderId::all(self.route.upstreams.len())
-            .filter(|p| p.is_in(self.net.providers(Dest::Er(k))))
-            .map(|p| self.route.live.slot_of(p).0)
-            .max()
-            .filter(|_| !self.er_live(k));
+        let live = &self.route.live;
+        let stalled = crate::rpc::ProviderId::in_set(self.net.providers(Dest::Er(k)), self.route.upstreams.len())
+            .filter(|&p| live.providers[p].stalled.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|p| live.slot_of(p).0)
+            .max();
         let message = match stalled {
-            Some(slot) if slot > 0 => format!(
+            Some(slot) => format!(
                 "Ephemeral rollup {name} is down (its slot stopped advancing at {slot}); its accounts cannot be served until it is back"
             ),
             _ => format!("Ephemeral rollup {name} is down; its accounts cannot be served until it is back"),
