@@ -45,6 +45,13 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9091")]
         admin: SocketAddr,
     },
+    /// Make a running node re-read its config file (as SIGHUP does) and print the outcome. Exit status 0 when
+    /// applied, 1 when refused (the running config stays; the reason is printed).
+    Reload {
+        /// The node's `server.admin_listen` address.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        admin: SocketAddr,
+    },
     /// Run Prism in front of built-in misbehaving providers on loopback (no network, no account needed).
     Demo {
         #[arg(long, default_value = "127.0.0.1:8545")]
@@ -71,20 +78,67 @@ fn main() -> anyhow::Result<()> {
     let _log = logging::init(cli.log_format, &cli.log_level);
     match cli.command {
         Command::Check { config } => check(&config),
-        Command::Serve { config } => {
-            let config = Config::load(&config).with_context(|| format!("invalid config {}", config.display()))?;
+        Command::Serve { config: path } => {
+            let config = Config::load(&path).with_context(|| format!("invalid config {}", path.display()))?;
             let shutdown = Shutdown::new();
             shutdown
                 .install_signal_handlers()
                 .context("installing signal handlers")?;
             prism::runtime::hangup::install().context("catching SIGHUP")?;
-            prism::app::serve(config, shutdown, |_| {})?;
+            prism::app::serve(config, Some(path), shutdown, |_| {})?;
             tracing::info!("stopped");
             Ok(())
         }
         Command::Demo { listen, admin, seconds } => demo(listen, admin, seconds),
         Command::Status { admin } => status(admin),
+        Command::Reload { admin } => reload(admin),
     }
+}
+
+/// One request to the admin listener; the status code and body.
+fn admin_request(admin: SocketAddr, method: &str, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect_timeout(&admin, std::time::Duration::from_secs(5))
+        .with_context(|| format!("no admin listener at {admin} (server.admin_listen)"))?;
+    // A reload waits for every shard; give it more than its own bound.
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    conn.take(64 << 20).read_to_end(&mut raw)?;
+    let split = memchr::memmem::find(&raw, b"\r\n\r\n").context("the admin listener sent no HTTP answer")?;
+    let status = std::str::from_utf8(&raw[..split])
+        .ok()
+        .and_then(|h| h.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .context("the admin listener sent no HTTP status")?;
+    Ok((status, raw[split + 4..].to_vec()))
+}
+
+/// `prism reload`: POST /reload and print what happened; exit status 1 when the file was refused.
+fn reload(admin: SocketAddr) -> anyhow::Result<()> {
+    use simd_json::prelude::*;
+    let (status, mut body) = admin_request(admin, "POST", "/reload")?;
+    if status != 200 && status != 422 {
+        anyhow::bail!("/reload answered {status}: {}", String::from_utf8_lossy(&body).trim());
+    }
+    let doc = simd_json::to_borrowed_value(&mut body).context("/reload did not answer JSON")?;
+    let message = doc.get("message").and_then(|v| v.as_str()).unwrap_or("").to_string();
+    if status == 422 {
+        eprintln!("refused: {message}");
+        std::process::exit(1);
+    }
+    println!("{message}");
+    for change in doc
+        .get("changes")
+        .and_then(|c| c.as_array())
+        .map_or(&[][..], |a| a.as_slice())
+    {
+        println!("  {}", change.as_str().unwrap_or(""));
+    }
+    Ok(())
 }
 
 /// `prism status`: GET /status from the admin listener and print one row per provider, as the demo does.
@@ -198,7 +252,7 @@ fn demo(listen: SocketAddr, admin: SocketAddr, seconds: Option<u64>) -> anyhow::
     );
     println!("Ctrl-C stops it.\n");
     let driver_shutdown = shutdown.clone();
-    prism::app::serve(config, shutdown, move |view| {
+    prism::app::serve(config, None, shutdown, move |view| {
         std::thread::spawn(move || prism::demo::drive(listen, &view, &driver_shutdown, seconds));
     })?;
     Ok(())

@@ -5,6 +5,7 @@
 //! reveals a key.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use super::ratelimit::{Gcra, SharedBucket};
 use crate::config::{Config, Key, Strategy, Weights};
@@ -22,9 +23,11 @@ pub struct KeyEntry {
     networks: Option<Vec<usize>>,
     allow: Allowlist,
     origins: Vec<String>,
-    pub bucket: Option<Gcra>,
+    pub bucket: Option<Arc<Gcra>>,
     /// With `[cluster]`: the limit shared across nodes (used instead of `bucket`).
-    pub shared: Option<SharedBucket>,
+    pub shared: Option<Arc<SharedBucket>>,
+    /// The limit as configured (rate, burst): a reload keeps the bucket while this is unchanged.
+    limit: Option<(f64, u32)>,
     pub strategy: Strategy,
     pub weights: Weights,
 }
@@ -94,11 +97,20 @@ impl KeyEntry {
     }
 }
 
+/// Keys a running node can gain through reloads beyond those it started with: marks and per-key metrics
+/// are sized for them at start-up. A reload past it is refused (restart to grow the tables).
+pub const KEYS_ADDED_BY_RELOAD: usize = 1024;
+
 /// All keys. With none configured, the endpoint is open.
 pub struct KeyRing {
     hasher_a: std::collections::hash_map::RandomState,
     hasher_b: std::collections::hash_map::RandomState,
     entries: Vec<KeyEntry>,
+    /// `labels[i - 1]` = the name of the key with index `i`, for every index ever given out (removed keys
+    /// keep theirs: their counters stay under their name, their index is never reused).
+    labels: Vec<String>,
+    /// Most key indexes this process may give out (see [`KEYS_ADDED_BY_RELOAD`]).
+    capacity: usize,
 }
 
 impl KeyRing {
@@ -109,15 +121,59 @@ impl KeyRing {
             hasher_a,
             hasher_b,
             entries: Vec::new(),
+            labels: config.keys.iter().map(|k| k.name.clone()).collect(),
+            capacity: Self::capacity_for(config.keys.len()),
         };
         for (i, k) in config.keys.iter().enumerate() {
-            let entry = ring.entry(i + 1, k, config);
+            let entry = ring.entry(i + 1, k, config, None);
             ring.entries.push(entry);
         }
         ring
     }
 
-    fn entry(&self, index: usize, k: &Key, config: &Config) -> KeyEntry {
+    /// Key indexes a node started with `keys` keys may use (marks and metrics are sized for it).
+    pub fn capacity_for(keys: usize) -> usize {
+        keys + KEYS_ADDED_BY_RELOAD
+    }
+
+    /// The ring after a reload to `config`: kept names keep their index and, with the same limit, their
+    /// bucket; new names get new indexes. Refused when the index table is full.
+    pub fn reloaded(&self, config: &Config) -> Result<KeyRing, String> {
+        let mut ring = KeyRing {
+            hasher_a: self.hasher_a.clone(),
+            hasher_b: self.hasher_b.clone(),
+            entries: Vec::with_capacity(config.keys.len()),
+            labels: self.labels.clone(),
+            capacity: self.capacity,
+        };
+        for k in &config.keys {
+            let old = self.entries.iter().find(|e| e.name == k.name);
+            let index = match old {
+                Some(e) => e.index,
+                None => match ring.labels.iter().position(|l| *l == k.name) {
+                    // A name removed earlier and now back gets its index again.
+                    Some(i) => i + 1,
+                    None if ring.labels.len() < ring.capacity => {
+                        ring.labels.push(k.name.clone());
+                        ring.labels.len()
+                    }
+                    None => {
+                        return Err(format!(
+                            "keys: this node has given out {} key indexes (its start-up keys plus {KEYS_ADDED_BY_RELOAD}); restart to add more",
+                            ring.capacity
+                        ))
+                    }
+                },
+            };
+            let entry = ring.entry(index, k, config, old);
+            ring.entries.push(entry);
+        }
+        Ok(ring)
+    }
+
+    fn entry(&self, index: usize, k: &Key, config: &Config, old: Option<&KeyEntry>) -> KeyEntry {
+        let limit = k.rate_per_s.map(|r| (r, k.burst.unwrap_or(r.ceil() as u32)));
+        let keep = old.filter(|o| o.limit == limit);
         KeyEntry {
             index,
             name: k.name.clone(),
@@ -130,15 +186,16 @@ impl KeyRing {
             }),
             allow: Allowlist::new(&k.allow),
             origins: k.origins.clone(),
-            bucket: k.rate_per_s.map(|r| Gcra::new(r, k.burst.unwrap_or(r.ceil() as u32))),
-            shared: match (&config.cluster, k.rate_per_s) {
-                (Some(c), Some(r)) => Some(SharedBucket::new(
-                    r,
-                    k.burst.unwrap_or(r.ceil() as u32),
-                    c.expected_nodes,
-                )),
+            bucket: match keep {
+                Some(o) => o.bucket.clone(),
+                None => limit.map(|(r, b)| Arc::new(Gcra::new(r, b))),
+            },
+            shared: match (keep, &config.cluster, limit) {
+                (Some(o), _, _) => o.shared.clone(),
+                (None, Some(c), Some((r, b))) => Some(Arc::new(SharedBucket::new(r, b, c.expected_nodes))),
                 _ => None,
             },
+            limit,
             strategy: k.strategy,
             weights: k.weights,
         }
@@ -148,8 +205,26 @@ impl KeyRing {
         self.entries.is_empty()
     }
 
-    pub fn names(&self) -> Vec<&str> {
-        self.entries.iter().map(|e| e.name.as_str()).collect()
+    /// Names by index (`[i - 1]` for index `i`), removed keys included: the metrics' key labels.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// Most key indexes this process may give out.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The entry with this index, if the key is still configured.
+    pub fn by_index(&self, index: usize) -> Option<&KeyEntry> {
+        self.entries.iter().find(|e| e.index == index)
+    }
+
+    /// Whether a key accepted by an earlier ring (same hashers: an earlier generation of this one) is still
+    /// configured with the same secret. A WebSocket session opened with a key that a reload rotated out
+    /// ends on its next request.
+    pub fn still_holds(&self, entry: &KeyEntry) -> bool {
+        self.by_index(entry.index).is_some_and(|e| e.digest == entry.digest)
     }
 
     pub fn entries(&self) -> &[KeyEntry] {

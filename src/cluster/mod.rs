@@ -112,12 +112,12 @@ return grant
 
 /// Starts the cluster thread when `[cluster]` is configured.
 pub fn start(
-    config: &Arc<Config>,
+    config: Arc<ArcSwap<Config>>,
     lives: Vec<Arc<NetworkLive>>,
-    keys: Arc<KeyRing>,
+    keys: Arc<ArcSwap<KeyRing>>,
     shutdown: Shutdown,
 ) -> Option<Arc<ClusterState>> {
-    let cluster = config.cluster.clone()?;
+    let cluster = config.load().cluster.clone()?;
     let state = Arc::new(ClusterState {
         node_id: format!("{:016x}", fastrand::u64(..)),
         connected: AtomicBool::new(false),
@@ -127,7 +127,6 @@ pub fn start(
         peers: ArcSwap::from_pointee(Vec::new()),
     });
     let shared = state.clone();
-    let config = config.clone();
     std::thread::Builder::new()
         .name("prism-cluster".into())
         .spawn(move || Sync::new(cluster, config, lives, keys, shared).run(&shutdown))
@@ -137,6 +136,9 @@ pub fn start(
 
 struct Sync {
     cluster: Cluster,
+    /// The running config and keys, as a reload last left them ([`Sync::refresh`] takes them each sync).
+    config_cell: Arc<ArcSwap<Config>>,
+    keys_cell: Arc<ArcSwap<KeyRing>>,
     config: Arc<Config>,
     lives: Vec<Arc<NetworkLive>>,
     keys: Arc<KeyRing>,
@@ -151,17 +153,19 @@ struct Sync {
 impl Sync {
     fn new(
         cluster: Cluster,
-        config: Arc<Config>,
+        config_cell: Arc<ArcSwap<Config>>,
         lives: Vec<Arc<NetworkLive>>,
-        keys: Arc<KeyRing>,
+        keys_cell: Arc<ArcSwap<KeyRing>>,
         state: Arc<ClusterState>,
     ) -> Self {
         let nodes = cluster.expected_nodes.max(1);
         Sync {
             cluster,
-            config,
+            config: config_cell.load_full(),
+            keys: keys_cell.load_full(),
+            config_cell,
+            keys_cell,
             lives,
-            keys,
             state,
             conn: None,
             script: redis::Script::new(LEASE_SCRIPT),
@@ -174,6 +178,7 @@ impl Sync {
         let interval = Duration::from_millis(self.cluster.sync_interval_ms.max(10));
         while !shutdown.is_triggered() {
             let started = Instant::now();
+            self.refresh();
             match self.sync_once() {
                 Ok(()) => {
                     if !self.state.connected.swap(true, Ordering::AcqRel) {
@@ -194,6 +199,13 @@ impl Sync {
             }
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
         }
+    }
+
+    /// Takes the config and keys a reload may have swapped. Within one sync they do not change, so the
+    /// positions a lease pass takes stay valid.
+    fn refresh(&mut self) {
+        self.config = self.config_cell.load_full();
+        self.keys = self.keys_cell.load_full();
     }
 
     fn connection(&mut self) -> redis::RedisResult<&mut redis::Connection> {
@@ -312,7 +324,8 @@ impl Sync {
             let net = &self.config.networks[n];
             let _ = writeln!(out, "net {} {}", net.name, live.best_head.load(Ordering::Relaxed));
             let health = live.health.load();
-            for (i, p) in live.providers.iter().enumerate() {
+            for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| !c.retired) {
+                let p = live.slot(crate::rpc::ProviderId::new(i));
                 let h = health.providers.get(i).cloned().unwrap_or_default();
                 let open =
                     !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed) || p.outlier.load(Ordering::Relaxed);
@@ -320,21 +333,17 @@ impl Sync {
                     out,
                     "prov {} {} {} {} {} {}",
                     net.name,
-                    net.providers[i].name,
+                    c.name,
                     u8::from(open),
                     p.head.load(Ordering::Relaxed),
                     h.overall.p50_us,
                     (h.overall.error_rate() * 1e6) as u64
                 );
             }
-            for k in 0..=self.keys.entries().len() {
+            let keys = std::iter::once((0, "-")).chain(self.keys.entries().iter().map(|e| (e.index, e.name.as_str())));
+            for (k, key) in keys {
                 let m = live.marks.get(MarkKey::Key(k));
                 if m > 0 {
-                    let key = if k == 0 {
-                        "-"
-                    } else {
-                        self.keys.entries()[k - 1].name.as_str()
-                    };
                     let _ = writeln!(out, "mark {} {key} {m}", net.name);
                 }
             }
@@ -373,7 +382,9 @@ impl Sync {
                         .get(2)
                         .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
                     if let (Some(i), Some(1)) = (provider, num(3)) {
-                        live.providers[i].peer_open_until_ms.fetch_max(until, Ordering::AcqRel);
+                        live.slot(crate::rpc::ProviderId::new(i))
+                            .peer_open_until_ms
+                            .fetch_max(until, Ordering::AcqRel);
                         open.push(format!(
                             "{}/{}",
                             self.config.networks[n].name, self.config.networks[n].providers[i].name
@@ -431,7 +442,10 @@ impl Sync {
                 if let Some(q) = p.quota_rps {
                     let rate = f64::from(q);
                     let target = ((rate * tick_s * 2.0).ceil() as i64).max(1);
-                    let stock = self.lives[n].providers[i].quota_stock.load(Ordering::Acquire);
+                    let stock = self.lives[n]
+                        .slot(crate::rpc::ProviderId::new(i))
+                        .quota_stock
+                        .load(Ordering::Acquire);
                     if stock < target {
                         let key = self.key(&format!("bucket:quota:{}:{}", net.name, p.name));
                         wants.push((key, rate, q, target - stock, LeaseTarget::Provider(n, i)));
@@ -462,7 +476,7 @@ impl Sync {
                     }
                 }
                 LeaseTarget::Provider(n, i) => {
-                    let p = &self.lives[n].providers[i];
+                    let p = self.lives[n].slot(crate::rpc::ProviderId::new(i));
                     p.quota_stock.fetch_add(granted, Ordering::AcqRel);
                     p.quota_leased.store(true, Ordering::Release);
                 }
@@ -482,7 +496,7 @@ impl Sync {
             }
         }
         for live in &self.lives {
-            for p in live.providers.iter() {
+            for p in live.providers().iter() {
                 // Quota falls back to local burn measurement (the router's own quota_burn).
                 p.quota_leased.store(false, Ordering::Release);
             }

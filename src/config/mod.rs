@@ -5,6 +5,7 @@
 //! Defaults come from the seeds' policy documents. Validation names the offending field so an operator can
 //! fix a file without reading source.
 
+pub mod changes;
 pub mod endpoint;
 mod env;
 mod model;

@@ -364,6 +364,10 @@ pub struct Provider {
     /// `getDelegationStatus`). Never taken from `url`, which may carry the operator's credentials.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// Not a config key: set on the running roster when a reload removed this provider (its slot stays,
+    /// drained; see `config::changes`).
+    #[serde(skip)]
+    pub retired: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

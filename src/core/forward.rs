@@ -666,7 +666,7 @@ pub(super) fn revealed_head(info: &MethodInfo, latest: bool, result: &[u8]) -> O
 fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
     let live = &route.live;
     for i in ProviderId::all(route.upstreams.len()) {
-        let p = &live.providers[i];
+        let p = &live.providers()[i];
         if live.admissible(i) && p.breaker.is_closed() && !p.is_parked(now) {
             return if i.is_in(ask.exclude) {
                 Choice::Exhausted

@@ -145,7 +145,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
             .map(|p| {
                 let endpoint = Endpoint::parse(&p.url).unwrap();
                 let pool = UpstreamPool::new(endpoint, Arc::from(Vec::new()), None, settings).unwrap();
-                Upstream::new(p.name.clone(), pool, None)
+                Rc::new(Upstream::new(p.name.clone(), pool, None))
             })
             .collect(),
         statics: (0..n)
@@ -164,6 +164,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         cache_depth: 64,
         inflight: None,
         subs: Default::default(),
+        newest: Default::default(),
         blame: Default::default(),
         ws_tls: None,
         connect_timeout_ms: 1000,
@@ -172,6 +173,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         solana: false,
         declared: Default::default(),
         submit: SubmitLimits::default(),
+        superseded: Cell::new(false),
     }
 }
 
@@ -217,7 +219,7 @@ fn result_of(out: &CallOutcome) -> Option<&[u8]> {
 }
 
 fn is_open(route: &NetworkRoute, p: usize) -> bool {
-    !route.live.providers[p].breaker.is_closed()
+    !route.live.providers()[p].breaker.is_closed()
 }
 
 const RESULT: &str = r#"{"jsonrpc":"2.0","id":{id},"result":"0x2a"}"#;
@@ -260,7 +262,10 @@ fn a_write_ends_where_it_was_answered_even_with_a_429() {
         }
         other => panic!("the node's own answer goes back: {other:?}"),
     }
-    assert!(route.live.providers[0].is_parked(script.now_ms()), "throttled: parked");
+    assert!(
+        route.live.providers()[0].is_parked(script.now_ms()),
+        "throttled: parked"
+    );
     assert!(!is_open(&route, 0), "a throttle is not a failure");
 }
 
@@ -475,7 +480,9 @@ fn a_head_below_the_clients_mark_is_never_answered() {
     // Both behind: the mark itself is a height the chain has reached.
     assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
     assert_eq!(
-        route.live.providers[0].head.load(std::sync::atomic::Ordering::Relaxed),
+        route.live.providers()[0]
+            .head
+            .load(std::sync::atomic::Ordering::Relaxed),
         0x50
     );
 }

@@ -146,7 +146,9 @@ pub struct NetworkRoute {
     /// Index of the network in the config (and in the recorder).
     pub index: usize,
     pub name: String,
-    pub upstreams: Vec<Upstream>,
+    /// By provider slot. Shared with the route of the generation before when the provider is unchanged, so
+    /// its connections and in-flight counts carry over a reload.
+    pub upstreams: Vec<Rc<Upstream>>,
     pub statics: Vec<ProviderStatic>,
     pub live: Arc<NetworkLive>,
     pub retry: RetryPolicy,
@@ -154,14 +156,17 @@ pub struct NetworkRoute {
     /// Rotation counter for ties and round robin.
     pub rotation: Cell<usize>,
     /// This shard's deterministic-result cache for the network (`None` when disabled).
-    pub cache: Option<ResultCache>,
+    pub cache: Option<Rc<ResultCache>>,
     pub cache_depth: u64,
     /// This shard's in-flight reads (`None` when deduplication is disabled).
-    pub inflight: Option<InFlight>,
-    /// This shard's client subscriptions and upstream WebSocket links.
-    pub subs: SubHub,
+    pub inflight: Option<Rc<InFlight>>,
+    /// This shard's client subscriptions and upstream WebSocket links, shared by every generation's route
+    /// of the network: a subscription outlives a reload.
+    pub subs: Rc<SubHub>,
+    /// The network's newest route on this shard, which the hub's tasks follow (see [`Newest`]).
+    pub newest: Newest,
     /// This shard's verdicts on errors the classifier does not know (see `core::blame`).
-    pub blame: BlameMemory,
+    pub blame: Rc<BlameMemory>,
     pub ws_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout_ms: u64,
     /// Upstream WebSocket liveness (`limits.upstream_ws_ping_ms`; `None` = off).
@@ -174,6 +179,26 @@ pub struct NetworkRoute {
     pub declared: Declared,
     /// Deadlines of transaction submissions and their lookups.
     pub submit: SubmitLimits,
+    /// A reload replaced this route: its probers stop (the new route's probe instead); calls and WebSocket
+    /// sessions that hold it finish on it.
+    pub superseded: Cell<bool>,
+}
+
+/// The newest route of one network on one shard, shared by all its generations. The subscription hub's
+/// tasks (links, their supervisor, deliveries) look it up each time they need a route, so after a reload
+/// they move topics to providers the reload added, and they keep running when the route they started on
+/// is dropped.
+#[derive(Clone, Default)]
+pub struct Newest(Rc<std::cell::RefCell<std::rc::Weak<NetworkRoute>>>);
+
+impl Newest {
+    pub fn get(&self) -> Option<Rc<NetworkRoute>> {
+        self.0.borrow().upgrade()
+    }
+
+    pub fn set(&self, route: &Rc<NetworkRoute>) {
+        *self.0.borrow_mut() = Rc::downgrade(route);
+    }
 }
 
 impl NetworkRoute {
@@ -241,7 +266,7 @@ impl NetworkRoute {
     /// so a 429 means the same to both. `probe` marks the single half-open probe: an answer that is neither
     /// success nor failure ends it without a verdict.
     pub fn note_outcome(&self, i: ProviderId, family: Family, class: Class, latency_us: u64, probe: bool) {
-        let p = &self.live.providers[i];
+        let p = &self.live.providers()[i];
         let now = now_ms();
         self.recorder
             .record(self.index, i, family, latency_us, class.attempt_result());

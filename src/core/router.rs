@@ -82,7 +82,7 @@ pub fn choose(
             continue;
         }
         any_unexcluded = true;
-        let p = &live.providers[i];
+        let p = &live.providers()[i];
         if !live.admissible(i) || !p.breaker.is_closed() || p.is_parked(now_ms) {
             continue;
         }
@@ -111,7 +111,7 @@ pub fn choose(
         // Each head is read once: probes may lower one at any moment, and the deepest must stay a candidate.
         let mut heads = [0u64; 64];
         for (k, &i) in cand[..m].iter().enumerate() {
-            heads[k] = live.providers[i].head.load(Ordering::Relaxed);
+            heads[k] = live.providers()[i].head.load(Ordering::Relaxed);
         }
         let deepest = heads[..m].iter().copied().max().unwrap_or(0);
         let floor = if ask.prefer_deeper {
@@ -173,7 +173,7 @@ pub fn choose(
             let peer_best = live.peer_best(now_ms);
             for (k, &i) in cand.iter().enumerate() {
                 let behind_peers = peer_best > 0
-                    && live.providers[i]
+                    && live.providers()[i]
                         .head
                         .load(Ordering::Relaxed)
                         .saturating_add(live.max_drift)
@@ -227,7 +227,7 @@ fn score(
 fn all_down(live: &NetworkLive, now_ms: u64) -> Choice {
     let mut open = 0;
     let mut retry_after = u64::MAX;
-    for p in live.providers.iter() {
+    for p in live.providers().iter().filter(|p| !p.retired.load(Ordering::Relaxed)) {
         match p.breaker.state(now_ms) {
             BreakerState::Closed => {
                 let parked = p.parked_until_ms.load(Ordering::Relaxed);

@@ -43,7 +43,7 @@ impl NetworkLive {
 
     /// A probe's slot: the provider's slot is what it says now.
     pub fn observe_probed_slot(&self, p: ProviderId, slot: u64, now_ms: u64) {
-        let live = &self.providers[p];
+        let live = &self.providers()[p];
         live.probed_slot.store(slot, Ordering::Relaxed);
         live.probed_at_ms.store(now_ms, Ordering::Relaxed);
         self.advance_slot(p, slot, now_ms, true);
@@ -53,7 +53,7 @@ impl NetworkLive {
     /// probe said plus what the fastest clock could have made since and `max_slot_drift`.
     pub fn observe_answer_slot(&self, p: ProviderId, slot: u64, now_ms: u64) -> bool {
         let Some(rule) = &self.slots else { return false };
-        let live = &self.providers[p];
+        let live = &self.providers()[p];
         let probed = live.probed_slot.load(Ordering::Relaxed);
         if probed > 0 {
             let since = now_ms.saturating_sub(live.probed_at_ms.load(Ordering::Relaxed));
@@ -69,7 +69,7 @@ impl NetworkLive {
     }
 
     fn advance_slot(&self, p: ProviderId, slot: u64, now_ms: u64, probe: bool) {
-        let live = &self.providers[p];
+        let live = &self.providers()[p];
         let before = if probe {
             live.head.swap(slot, Ordering::AcqRel)
         } else {
@@ -84,17 +84,17 @@ impl NetworkLive {
     /// Re-evaluates drift (base layer) and stalls (every side) for every provider; returns the changes.
     pub fn update_slots(&self, now_ms: u64) -> Vec<(ProviderId, SlotChange)> {
         let Some(rule) = &self.slots else { return Vec::new() };
-        let all = ProviderId::all(self.providers.len());
-        let slot = |p: ProviderId| self.providers[p].head.load(Ordering::Acquire);
+        let all = ProviderId::all(self.providers().len());
+        let slot = |p: ProviderId| self.providers()[p].head.load(Ordering::Acquire);
         let base_best = all
             .clone()
-            .filter(|&p| rule.side[p.index()] == 0 && self.providers[p].breaker.is_closed())
+            .filter(|&p| rule.side[p.index()] == 0 && self.providers()[p].breaker.is_closed())
             .map(slot)
             .max()
             .unwrap_or(0);
         let mut changes = Vec::new();
         for p in all {
-            let live = &self.providers[p];
+            let live = &self.providers()[p];
             let s = slot(p);
             if rule.side[p.index()] == 0 {
                 let behind = s > 0 && base_best.saturating_sub(s) > rule.max_drift;
@@ -113,7 +113,7 @@ impl NetworkLive {
 
     /// The slot provider `p` last showed, and since when it has not advanced (ms on the process clock).
     pub fn slot_of(&self, p: ProviderId) -> (u64, u64) {
-        let live = &self.providers[p];
+        let live = &self.providers()[p];
         (
             live.head.load(Ordering::Acquire),
             live.head_at_ms.load(Ordering::Relaxed),

@@ -64,7 +64,7 @@ fn a_slot_that_stops_advancing_stalls_its_provider_until_it_moves() {
     l.observe_probed_slot(p(4), 500, 1_900); // the same slot again
     assert_eq!(l.update_slots(2_000), [(p(4), SlotChange::Stalled(true))]);
     assert!(!l.admissible(p(4)));
-    assert_eq!(l.providers[p(4)].describe(2_000), "stalled");
+    assert_eq!(l.providers()[p(4)].describe(2_000), "stalled");
     l.observe_probed_slot(p(4), 540, 2_100);
     assert_eq!(l.update_slots(2_100), [(p(4), SlotChange::Stalled(false))]);
     assert!(l.admissible(p(4)));

@@ -1,6 +1,8 @@
 //! What every shard must agree on about a network's providers, shared through atomics: breakers, heads,
 //! drift, parking, chain-id checks, the per-key high-water marks, and the latest health snapshot.
-//! Built once at start-up and shared behind an `Arc`; no lock on any path.
+//! Built once at start-up and shared behind an `Arc`; no lock on any path. A network has room for
+//! [`ProviderId::MAX`] provider slots from the start: a config reload adds providers in new slots and retires
+//! removed ones (they drain), so a slot's index never changes meaning while the process lives.
 //!
 //! Heads need evidence ([`HeadRule`]): a reported height is believed only if the chain can have got there
 //! since the heads already believed were first seen, and, with two or more other live providers, only if it
@@ -223,6 +225,8 @@ pub struct ProviderLive {
     /// With `[cluster]` and `quota_rps`: quota tokens leased for this node, spent one per attempt.
     pub quota_leased: AtomicBool,
     pub quota_stock: std::sync::atomic::AtomicI64,
+    /// Removed from the config by a reload: never routed to again, its in-flight calls finish.
+    pub retired: AtomicBool,
 }
 
 impl ProviderLive {
@@ -246,6 +250,7 @@ impl ProviderLive {
             peer_open_until_ms: AtomicU64::new(0),
             quota_leased: AtomicBool::new(false),
             quota_stock: std::sync::atomic::AtomicI64::new(0),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -282,7 +287,9 @@ impl ProviderLive {
     /// The state shown to operators: the breaker, or `open-drift` / `outlier` / `wrong-chain` when those
     /// exclude it.
     pub fn describe(&self, now_ms: u64) -> &'static str {
-        if self.chain() == ChainCheck::Wrong {
+        if self.retired.load(Ordering::Relaxed) {
+            "retired"
+        } else if self.chain() == ChainCheck::Wrong {
             "wrong-chain"
         } else if self.outlier.load(Ordering::Relaxed) && self.breaker.is_closed() {
             "outlier"
@@ -300,7 +307,10 @@ impl ProviderLive {
 }
 
 pub struct NetworkLive {
-    pub providers: Box<[ProviderLive]>,
+    /// Every slot, used or not ([`ProviderId::MAX`]); the first `slots` are this network's providers.
+    all: Box<[ProviderLive]>,
+    /// Slots in use (grows when a reload adds a provider; retired ones keep theirs).
+    used: AtomicUsize,
     /// Best head across the pool: the greatest believed head of a provider that counts (right chain, not an
     /// outlier), recomputed whenever one changes, so nothing a provider once said sticks in it.
     pub best_head: AtomicU64,
@@ -318,7 +328,7 @@ pub struct NetworkLive {
     outliers: AtomicUsize,
     /// For logs: the network's and providers' names.
     pub(super) name: String,
-    pub(super) names: Box<[String]>,
+    names: ArcSwap<Vec<String>>,
     /// Solana: each provider's side and the slot rules (`core::slots`); `None` on EVM networks.
     pub(super) slots: Option<super::sides::SlotRule>,
 }
@@ -326,7 +336,8 @@ pub struct NetworkLive {
 impl NetworkLive {
     pub fn new(network: &Network, policy: &BreakerPolicy, keys: usize) -> Arc<Self> {
         Arc::new(NetworkLive {
-            providers: network.providers.iter().map(|_| ProviderLive::new(policy)).collect(),
+            all: (0..MAX_PROVIDERS).map(|_| ProviderLive::new(policy)).collect(),
+            used: AtomicUsize::new(network.providers.len()),
             best_head: AtomicU64::new(0),
             peer_best_head: AtomicU64::new(0),
             peer_best_until_ms: AtomicU64::new(0),
@@ -338,15 +349,46 @@ impl NetworkLive {
             rule: HeadRule::new(network),
             outliers: AtomicUsize::new(0),
             name: network.name.clone(),
-            names: network.providers.iter().map(|p| p.name.clone()).collect(),
+            names: ArcSwap::from_pointee(network.providers.iter().map(|p| p.name.clone()).collect()),
             slots: super::sides::SlotRule::for_network(network),
         })
     }
 
+    /// This network's providers, by slot (retired ones included: they keep their slot).
+    pub fn providers(&self) -> &[ProviderLive] {
+        &self.all[..self.used.load(Ordering::Acquire)]
+    }
+
+    /// Slot `i`, in use or not: for readers that walk the running config's provider list, which a reload
+    /// may lengthen a moment before [`NetworkLive::providers`] does.
+    pub fn slot(&self, i: ProviderId) -> &ProviderLive {
+        &self.all[i]
+    }
+
+    /// A provider's name, for logs.
+    pub fn provider_name(&self, i: ProviderId) -> String {
+        self.names.load().get(i.index()).cloned().unwrap_or_default()
+    }
+
+    /// Takes a reloaded roster (`network.providers` in slot order, removed ones marked `retired`): new slots
+    /// come into use, retired providers stop being routed to. Slots only grow; a slot's index keeps its
+    /// provider.
+    pub fn apply_roster(&self, network: &Network) {
+        let n = network.providers.len().min(MAX_PROVIDERS);
+        for (p, live) in network.providers.iter().zip(self.all.iter()) {
+            live.retired.store(p.retired, Ordering::Release);
+        }
+        self.names
+            .store(Arc::new(network.providers.iter().map(|p| p.name.clone()).collect()));
+        self.used.fetch_max(n, Ordering::AcqRel);
+        self.recompute_best();
+    }
+
     /// Whether provider `i`'s head counts towards the pool's (right chain, not an outlier).
     fn counts(&self, i: ProviderId) -> bool {
-        let p = &self.providers[i];
+        let p = &self.all[i];
         !p.outlier.load(Ordering::Relaxed)
+            && !p.retired.load(Ordering::Relaxed)
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
@@ -355,7 +397,7 @@ impl NetworkLive {
     }
 
     fn head_ref(&self, i: ProviderId) -> HeadRef {
-        let p = &self.providers[i];
+        let p = &self.all[i];
         HeadRef {
             head: p.head.load(Ordering::Acquire),
             at_ms: p.head_at_ms.load(Ordering::Relaxed),
@@ -367,7 +409,7 @@ impl NetworkLive {
     /// outlier, their last believed heads (never an implausible one) are all there is.
     pub fn recompute_best(&self) -> u64 {
         let (mut best, mut fallback) = (0, 0);
-        for (i, p) in ProviderId::all(self.providers.len()).zip(self.providers.iter()) {
+        for (i, p) in ProviderId::all(self.providers().len()).zip(self.providers().iter()) {
             let head = p.head.load(Ordering::Acquire);
             if self.counts(i) {
                 best = best.max(head);
@@ -392,7 +434,7 @@ impl NetworkLive {
         let now = now_ms();
         let verdict = self.observe_at(provider, height, now, true);
         if verdict.accepted() {
-            let p = &self.providers[provider];
+            let p = &self.all[provider];
             if p.head.fetch_min(height, Ordering::AcqRel) > height {
                 p.head_at_ms.store(now, Ordering::Relaxed);
                 self.recompute_best();
@@ -408,7 +450,7 @@ impl NetworkLive {
     }
 
     fn observe_at(&self, provider: ProviderId, height: u64, now_ms: u64, audit: bool) -> HeadVerdict {
-        let p = &self.providers[provider];
+        let p = &self.all[provider];
         let own = self.head_ref(provider);
         let verdict = if !audit
             && height <= MAX_HEIGHT
@@ -418,7 +460,7 @@ impl NetworkLive {
         } else {
             let mut others = [HeadRef::default(); MAX_PROVIDERS];
             let mut n = 0;
-            for j in ProviderId::all(self.providers.len()).filter(|&j| j != provider && self.counts(j)) {
+            for j in ProviderId::all(self.providers().len()).filter(|&j| j != provider && self.counts(j)) {
                 let r = self.head_ref(j);
                 if r.head > 0 && n < MAX_PROVIDERS {
                     others[n] = r;
@@ -447,7 +489,7 @@ impl NetworkLive {
                 let recovered = p.outlier.swap(false, Ordering::AcqRel);
                 if recovered {
                     self.outliers.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, "provider reports a plausible head again; back in the pool");
+                    tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
                 }
                 if recovered || height > before {
                     self.recompute_best();
@@ -458,7 +500,7 @@ impl NetworkLive {
                 p.claimed_head.store(height, Ordering::Relaxed);
                 if !p.outlier.swap(true, Ordering::AcqRel) {
                     self.outliers.fetch_add(1, Ordering::AcqRel);
-                    tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, best = self.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
+                    tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, best = self.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
                     self.recompute_best();
                 }
             }
@@ -471,13 +513,13 @@ impl NetworkLive {
     /// it has been repeated consistently for `confirm_ms` (a real jump, e.g. a node that caught up after a
     /// resync), implausible until then (a one-off spike).
     fn lone_claim(&self, provider: ProviderId, height: u64, now_ms: u64) -> HeadVerdict {
-        let p = &self.providers[provider];
+        let p = &self.all[provider];
         let (run, at) = (
             p.claim_run.load(Ordering::Relaxed),
             p.claimed_at_ms.load(Ordering::Relaxed),
         );
         if self.rule.confirms(height, now_ms, run, at) {
-            tracing::warn!(network = %self.name, provider = %self.names[provider], head = height, since_ms = now_ms.saturating_sub(at),
+            tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, since_ms = now_ms.saturating_sub(at),
                 "a jump in head repeated consistently with no other provider to contradict it; accepted");
             return HeadVerdict::Accepted;
         }
@@ -493,7 +535,7 @@ impl NetworkLive {
     pub fn plausible_ceiling(&self, now_ms: u64) -> Option<u64> {
         let mut refs = [HeadRef::default(); MAX_PROVIDERS];
         let mut n = 0;
-        for j in ProviderId::all(self.providers.len()).filter(|&j| self.counts(j)) {
+        for j in ProviderId::all(self.providers().len()).filter(|&j| self.counts(j)) {
             if n < MAX_PROVIDERS {
                 refs[n] = self.head_ref(j);
                 n += 1;
@@ -505,7 +547,7 @@ impl NetworkLive {
     /// A provider answered from below what it reported before (a load balancer behind it switched nodes, or
     /// it fell back): its head is what it just showed, so routing stops sending it clients who are ahead.
     pub fn lower_head(&self, provider: ProviderId, height: u64) {
-        if self.providers[provider].head.fetch_min(height, Ordering::AcqRel) > height {
+        if self.all[provider].head.fetch_min(height, Ordering::AcqRel) > height {
             self.recompute_best();
         }
     }
@@ -515,7 +557,7 @@ impl NetworkLive {
     pub fn update_drift(&self) -> Vec<(ProviderId, bool)> {
         let best = self.best_head.load(Ordering::Acquire);
         let mut changes = Vec::new();
-        for (i, p) in ProviderId::all(self.providers.len()).zip(self.providers.iter()) {
+        for (i, p) in ProviderId::all(self.providers().len()).zip(self.providers().iter()) {
             let head = p.head.load(Ordering::Acquire);
             let behind = head > 0 && best.saturating_sub(head) > self.max_drift;
             if p.drifted.swap(behind, Ordering::AcqRel) != behind {
@@ -527,7 +569,7 @@ impl NetworkLive {
 
     /// The provider's state as operators see it: the breaker, or why it is excluded.
     pub fn describe(&self, provider: ProviderId, now_ms: u64) -> &'static str {
-        let p = &self.providers[provider];
+        let p = &self.all[provider];
         if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() {
             "unverified"
         } else {
@@ -555,10 +597,11 @@ impl NetworkLive {
     /// Whether the provider may be routed to at all (breaker aside). An outlier is not, unless every provider
     /// is one (leaving all out helps no client: their answers are checked one by one anyway).
     pub fn admissible(&self, provider: ProviderId) -> bool {
-        let p = &self.providers[provider];
-        !p.drifted.load(Ordering::Relaxed)
+        let p = &self.all[provider];
+        !p.retired.load(Ordering::Relaxed)
+            && !p.drifted.load(Ordering::Relaxed)
             && !p.stalled.load(Ordering::Relaxed)
-            && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers.len())
+            && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers().len())
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
@@ -675,7 +718,7 @@ mod tests {
             "the spiking provider no longer counts"
         );
         assert_eq!(
-            l.providers[1].head.load(Ordering::Relaxed),
+            l.providers()[1].head.load(Ordering::Relaxed),
             1_001,
             "its head stays what it was"
         );
@@ -686,7 +729,7 @@ mod tests {
         assert!(l.observe_head_at(ProviderId::new(1), 1_002, 1_200).accepted());
         assert!(l.admissible(ProviderId::new(1)));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_002);
-        assert_eq!(l.providers[1].outlier_heads.load(Ordering::Relaxed), 1);
+        assert_eq!(l.providers()[1].outlier_heads.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -751,7 +794,7 @@ mod tests {
             l.observe_probe(ProviderId::new(3), 0xffff_ffff_ffff),
             HeadVerdict::Implausible
         );
-        assert!(!l.admissible(ProviderId::new(3)) || l.providers[3].outlier.load(Ordering::Relaxed));
+        assert!(!l.admissible(ProviderId::new(3)) || l.providers()[3].outlier.load(Ordering::Relaxed));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 5_000);
     }
 

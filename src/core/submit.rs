@@ -266,7 +266,7 @@ impl Lookup<'_> {
         let asks = ProviderId::all(route.upstreams.len()).filter(|&i| {
             i.is_in(self.caller.providers)
                 && live.admissible(i)
-                && (live.providers[i].breaker.is_closed() || Some(i) == self.sent_to)
+                && (live.providers()[i].breaker.is_closed() || Some(i) == self.sent_to)
         });
         let answers = join_all(asks.map(|i| {
             let id = self.ids.get();

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use futures_lite::AsyncWriteExt;
 
 use super::http::{parse_head, Method};
@@ -24,12 +25,51 @@ use crate::telemetry::metrics::{self, ShardMetrics};
 /// Everything the admin endpoints show, shared read-only.
 pub struct AdminView {
     pub cluster: Option<Arc<crate::cluster::ClusterState>>,
-    pub config: Arc<Config>,
+    /// The running config: providers by slot, those a reload removed marked `retired` (not shown).
+    pub config: Arc<ArcSwap<Config>>,
     pub lives: Vec<Arc<NetworkLive>>,
     pub metrics: Vec<Arc<ShardMetrics>>,
-    pub keys: Arc<KeyRing>,
+    pub keys: Arc<ArcSwap<KeyRing>>,
     pub open_connections: Arc<AtomicUsize>,
     pub started: Instant,
+    /// Config reloads (`POST /reload`), when the node was started from a config file.
+    pub reloader: Option<Arc<dyn Reload>>,
+}
+
+/// How a config reload went: for the log, `/status` and `prism reload`'s exit status.
+#[derive(Debug, Clone)]
+pub struct ReloadOutcome {
+    pub applied: bool,
+    /// The generation running afterwards (unchanged when refused).
+    pub generation: u64,
+    /// Wall-clock ms when it finished.
+    pub at_ms: u64,
+    /// What happened, or why the file was refused (and what needs a restart).
+    pub message: String,
+    /// One line per provider or key change.
+    pub changes: Vec<String>,
+}
+
+impl ReloadOutcome {
+    pub fn to_json(&self) -> String {
+        let changes: Vec<String> = self.changes.iter().map(|c| json_str(c)).collect();
+        format!(
+            "{{\"applied\":{},\"generation\":{},\"at_ms\":{},\"message\":{},\"changes\":[{}]}}",
+            self.applied,
+            self.generation,
+            self.at_ms,
+            json_str(&self.message),
+            changes.join(",")
+        )
+    }
+}
+
+/// Re-reads the config file and applies it, or refuses it whole (implemented by the composition root).
+pub trait Reload: Send + Sync {
+    /// Blocks until every shard runs the new generation (or the file is refused).
+    fn reload(&self) -> ReloadOutcome;
+    /// The last reload's outcome, if any.
+    fn last(&self) -> Option<ReloadOutcome>;
 }
 
 const STATUS_PAGE: &str = include_str!("status_page.html");
@@ -87,8 +127,10 @@ async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Sh
         }
         let mut out = Vec::new();
         let get = matches!(head.method, Some(Method::Get | Method::Head));
-        let (status, ctype, body) = if !get {
-            (405, "text/plain", b"GET only\n".to_vec())
+        let (status, ctype, body) = if head.method == Some(Method::Post) && head.path == "/reload" {
+            reload(view).await
+        } else if !get {
+            (405, "text/plain", b"GET only (and POST /reload)\n".to_vec())
         } else {
             match head.path.as_str() {
                 "/metrics" => (
@@ -120,17 +162,47 @@ async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Sh
     }
 }
 
+/// `POST /reload`: runs the reload on a thread of its own (it reads the file, resolves names and waits for
+/// every shard, this one included, to take the new generation), and answers with its outcome: 200 when
+/// applied, 422 when refused.
+async fn reload(view: &AdminView) -> (u16, &'static str, Vec<u8>) {
+    let Some(reloader) = view.reloader.clone() else {
+        return (
+            404,
+            "text/plain",
+            b"no config file to reload (this node was not started with `prism serve --config`)\n".to_vec(),
+        );
+    };
+    let slot: Arc<std::sync::Mutex<Option<ReloadOutcome>>> = Default::default();
+    let result = slot.clone();
+    let started = std::thread::Builder::new().name("prism-reload".into()).spawn(move || {
+        let outcome = reloader.reload();
+        *result.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+    });
+    if started.is_err() {
+        return (503, "text/plain", b"cannot start the reload\n".to_vec());
+    }
+    loop {
+        if let Some(outcome) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let status = if outcome.applied { 200 } else { 422 };
+            return (status, "application/json", outcome.to_json().into_bytes());
+        }
+        crate::runtime::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 impl AdminView {
     /// `None` when every served network has at least one usable provider.
     pub fn unready(&self) -> Option<String> {
         let now = now_ms();
-        for (n, net) in self.config.networks.iter().enumerate() {
+        let config = self.config.load();
+        for (n, net) in config.networks.iter().enumerate() {
             if net.kind != NetworkKind::Evm {
                 continue;
             }
             let live = &self.lives[n];
-            let usable = ProviderId::all(live.providers.len()).any(|i| {
-                live.admissible(i) && live.providers[i].breaker.is_closed() && !live.providers[i].is_parked(now)
+            let usable = ProviderId::all(live.providers().len()).any(|i| {
+                live.admissible(i) && live.providers()[i].breaker.is_closed() && !live.providers()[i].is_parked(now)
             });
             if !usable {
                 return Some(format!("network {} has no usable provider", net.name));
@@ -141,8 +213,8 @@ impl AdminView {
 
     pub fn metrics_text(&self) -> String {
         let shards: Vec<&ShardMetrics> = self.metrics.iter().map(|m| &**m).collect();
-        let regions: Vec<Vec<String>> = self
-            .config
+        let config = self.config.load();
+        let regions: Vec<Vec<String>> = config
             .networks
             .iter()
             .map(|n| {
@@ -156,8 +228,7 @@ impl AdminView {
                     .collect()
             })
             .collect();
-        let networks: Vec<(&str, Vec<(&str, &str)>)> = self
-            .config
+        let networks: Vec<(&str, metrics::ProviderLabels)> = config
             .networks
             .iter()
             .zip(&regions)
@@ -167,12 +238,13 @@ impl AdminView {
                     n.providers
                         .iter()
                         .zip(r)
-                        .map(|(p, r)| (p.name.as_str(), r.as_str()))
+                        .map(|(p, r)| (!p.retired).then_some((p.name.as_str(), r.as_str())))
                         .collect(),
                 )
             })
             .collect();
-        let key_names = self.keys.names();
+        let keys = self.keys.load();
+        let key_names: Vec<&str> = keys.labels().iter().map(String::as_str).collect();
         let mut out = String::with_capacity(16 * 1024);
         metrics::render(
             &mut out,
@@ -184,11 +256,14 @@ impl AdminView {
         );
         self.render_gauges(&mut out);
         let _ = writeln!(out, "# HELP prism_provider_outlier_heads_total Heads reported that the chain cannot be at (beyond what time allows, or far above the other providers); the provider is excluded as an outlier meanwhile.\n# TYPE prism_provider_outlier_heads_total counter");
-        for (n, net) in self.config.networks.iter().enumerate() {
-            for (i, p) in net.providers.iter().enumerate() {
+        for (n, net) in config.networks.iter().enumerate() {
+            for (i, p) in net.providers.iter().enumerate().filter(|(_, p)| !p.retired) {
                 let mut l = String::new();
                 metrics::label(&mut l, &p.name);
-                let v = self.lives[n].providers[i].outlier_heads.load(Ordering::Relaxed);
+                let v = self.lives[n]
+                    .slot(ProviderId::new(i))
+                    .outlier_heads
+                    .load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
                     "prism_provider_outlier_heads_total{{network=\"{}\",provider=\"{l}\"}} {v}",
@@ -226,6 +301,7 @@ impl AdminView {
 
     fn render_gauges(&self, out: &mut String) {
         let now = now_ms();
+        let config = self.config.load();
         let _ = writeln!(out, "# HELP prism_open_connections Open client connections.");
         let _ = writeln!(out, "# TYPE prism_open_connections gauge");
         let _ = writeln!(
@@ -253,12 +329,15 @@ impl AdminView {
         for (g, (name, help)) in gauges.iter().enumerate() {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
-            for (n, net) in self.config.networks.iter().enumerate() {
+            for (n, net) in config.networks.iter().enumerate() {
                 let live = &self.lives[n];
                 let health = live.health.load();
                 let best = live.best_head.load(Ordering::Relaxed);
                 for (i, p) in ProviderId::all(net.providers.len()).zip(&net.providers) {
-                    let pl = &live.providers[i];
+                    if p.retired {
+                        continue;
+                    }
+                    let pl = live.slot(i);
                     let h = health.providers.get(i.index()).cloned().unwrap_or_default();
                     let head = pl.head.load(Ordering::Relaxed);
                     let v: f64 = match g {
@@ -285,7 +364,8 @@ impl AdminView {
     /// The provider table: what `/status`, the status page and the demo's terminal table show.
     pub fn table(&self) -> Vec<NetworkRows> {
         let now = now_ms();
-        self.config
+        let config = self.config.load();
+        config
             .networks
             .iter()
             .enumerate()
@@ -297,10 +377,11 @@ impl AdminView {
                     .providers
                     .iter()
                     .enumerate()
+                    .filter(|(_, p)| !p.retired)
                     .map(|(i, p)| {
                         let i = ProviderId::new(i);
                         let h = health.providers.get(i.index()).cloned().unwrap_or_default();
-                        let head = live.providers[i].head.load(Ordering::Relaxed);
+                        let head = live.slot(i).head.load(Ordering::Relaxed);
                         ProviderRow {
                             name: p.name.clone(),
                             region: p.region.clone(),
@@ -319,10 +400,10 @@ impl AdminView {
                             calls: h.overall.calls,
                             failures: h.overall.failures,
                             throttled: h.throttled,
-                            cooldown_ms: live.providers[i].breaker.cooldown_ms(),
+                            cooldown_ms: live.slot(i).breaker.cooldown_ms(),
                             overflow: p.overflow,
-                            outlier_heads: live.providers[i].outlier_heads.load(Ordering::Relaxed),
-                            claimed_head: live.providers[i].claimed_head.load(Ordering::Relaxed),
+                            outlier_heads: live.slot(i).outlier_heads.load(Ordering::Relaxed),
+                            claimed_head: live.slot(i).claimed_head.load(Ordering::Relaxed),
                         }
                     })
                     .collect();
@@ -417,6 +498,13 @@ impl AdminView {
             }
             out.push_str("]}");
         }
+        let last = self.reloader.as_ref().and_then(|r| r.last());
+        let _ = write!(
+            out,
+            r#","reload":{{"enabled":{},"last":{}}}"#,
+            self.reloader.is_some(),
+            last.map_or("null".to_string(), |o| o.to_json())
+        );
         out.push('}');
         out
     }

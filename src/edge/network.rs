@@ -10,7 +10,9 @@ use crate::core::{forward, CallOutcome, Caller, NetworkRoute};
 use crate::rpc::Call;
 use crate::solana::SolanaRoute;
 
-/// What the edge serves under one network's path.
+/// What the edge serves under one network's path. Cloning shares it (a reload keeps a solana-magic network's
+/// routes as they are).
+#[derive(Clone)]
 pub struct Network {
     pub route: Rc<NetworkRoute>,
     /// The magic router (base layer and ephemeral rollups), for a solana-magic network.

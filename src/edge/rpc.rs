@@ -43,7 +43,7 @@ pub struct RpcShard {
     /// Prism's upstream ids: unique per shard, so a response can be matched to its call.
     pub ids: Cell<u64>,
     /// `limits.max_answer_bytes`: the most one request's answer (a whole batch) may weigh.
-    pub max_answer_bytes: usize,
+    pub max_answer_bytes: Cell<usize>,
 }
 
 /// The running size of one request's answer. Once it passes the cap nothing more is kept: answers that
@@ -107,7 +107,7 @@ pub async fn handle_body(
     }
     let budget = AnswerBudget {
         used: Cell::new(0),
-        max: shard.max_answer_bytes,
+        max: shard.max_answer_bytes.get(),
     };
     let budget = &budget;
     let reply = match parsed {

@@ -10,6 +10,7 @@ use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use super::http::{parse_head, HeadError, Method, RequestHead};
 use super::reply::{write_error, write_http, ResponseMeta};
 use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
+use super::shard::Gen;
 use crate::config::{Strategy, Weights};
 use crate::core::marks::MarkKey;
 use crate::core::Caller;
@@ -41,7 +42,7 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                 let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
                 shard.open_local.set(shard.open_local.get() + 1);
                 let guard = ConnGuard(shard.clone());
-                if open > shard.limits.max_connections {
+                if open > shard.gen().limits.max_connections {
                     spawn(async move {
                         let _guard = guard;
                         refuse_overload(stream).await;
@@ -54,7 +55,8 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                             None => Connection::new(stream, &shard).run().await,
                             Some(tls) => {
                                 let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
-                                let until = Instant::now() + Duration::from_millis(shard.limits.client_timeout_ms);
+                                let until =
+                                    Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
                                 match timeout_at(until, acceptor.accept(stream)).await {
                                     Ok(Ok(tls_stream)) => Connection::new(tls_stream, &shard).run().await,
                                     Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
@@ -73,7 +75,7 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
         }
     }
     drop(listener);
-    let drain_until = Instant::now() + Duration::from_millis(shard.limits.drain_timeout_ms);
+    let drain_until = Instant::now() + Duration::from_millis(shard.gen().limits.drain_timeout_ms);
     while shard.open_local.get() > 0 && Instant::now() < drain_until {
         crate::runtime::sleep(Duration::from_millis(5)).await;
     }
@@ -132,6 +134,8 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
 
 /// A request asked to become a WebSocket; the connection loop hands the socket over.
 struct Upgrade {
+    /// The generation the upgrade was accepted under: the session serves that network and key.
+    gen: Rc<Gen>,
     route: usize,
     caller: Caller,
     key: Option<usize>,
@@ -174,8 +178,8 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let keep_alive = self.respond(&head, &body, keep_alive).await && keep_alive;
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
-                let key = up.key.and_then(|i| shard.keys.entries().get(i - 1));
-                super::ws::serve_client(stream, shard, &shard.networks[up.route], up.caller, key).await;
+                let key = up.key.and_then(|i| up.gen.keys.by_index(i));
+                super::ws::serve_client(stream, shard, &up.gen.networks[up.route], up.caller, key).await;
                 return;
             }
             // Give memory back after an unusually large request or answer, so idle connections stay small.
@@ -191,7 +195,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
     }
 
     async fn write_out(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_millis(self.shard.limits.client_timeout_ms);
+        let deadline = Instant::now() + Duration::from_millis(self.shard.gen().limits.client_timeout_ms);
         let written = timeout_at(deadline, async {
             self.stream.write_all(&self.out).await?;
             self.stream.flush().await
@@ -203,7 +207,8 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
     /// Reads one request: the head within the idle timeout of the previous request, then the rest of the
     /// head and the body within the slow-client timeout.
     async fn read_request(&mut self) -> Result<(RequestHead, Vec<u8>), NoRequest> {
-        let limits = &self.shard.limits;
+        let gen = self.shard.gen();
+        let limits = &gen.limits;
         if self.buf.is_empty() {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
             let shutdown = &self.shard.shutdown;
@@ -293,14 +298,15 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
     async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
         let origin = head.origin.as_deref();
         self.out.clear();
-        let Some((route, path_key)) = self.find_route(&head.path) else {
+        let gen = self.shard.gen();
+        let Some((route, path_key)) = find_route(&gen, &head.path) else {
             return self
                 .refuse(404, -32600, "Unknown path: use /{network}", keep_alive, origin)
                 .await;
         };
         // Who is asking. With keys configured, every request needs a known one; nothing reaches an upstream
         // otherwise.
-        let keys = &*self.shard.keys;
+        let keys = &*gen.keys;
         let key = match head.api_key.as_deref().or(path_key.map(str::as_bytes)) {
             Some(k) if !keys.is_open() => keys.find(k),
             _ => None,
@@ -390,6 +396,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 self.out.extend_from_slice(accept.as_bytes());
                 self.out.extend_from_slice(b"\r\n\r\n");
                 self.upgrade = Some(Upgrade {
+                    gen: gen.clone(),
                     route,
                     caller: caller(key, head),
                     key: key.map(|k| k.index),
@@ -398,22 +405,14 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
-                crate::rpc::wire::write_json_str(&mut b, self.shard.networks[route].name());
+                crate::rpc::wire::write_json_str(&mut b, gen.networks[route].name());
                 b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
                 write_http(&mut self.out, 200, &b, &meta(&[]));
             }
             Method::Post => {
-                let deadline = Instant::now() + Duration::from_millis(self.shard.limits.request_deadline_ms);
+                let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
                 let caller = caller(key, head);
-                let reply = handle_body(
-                    &self.shard.rpc,
-                    &self.shard.networks[route],
-                    &caller,
-                    key,
-                    body,
-                    deadline,
-                )
-                .await;
+                let reply = handle_body(&self.shard.rpc, &gen.networks[route], &caller, key, body, deadline).await;
                 let metrics = self.shard.recorder.metrics();
                 metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
                 match reply {
@@ -449,24 +448,22 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         write_http(&mut self.out, status, &b, &meta);
         self.write_out().await
     }
+}
 
-    /// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
-    /// Returns the route and the key segment, if any.
-    fn find_route<'p>(&self, path: &'p str) -> Option<(usize, Option<&'p str>)> {
-        let routes = &self.shard.networks;
-        let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
-        let Some(first) = segments.next() else {
-            return (routes.len() == 1).then_some((0, None));
-        };
-        let open = self.shard.keys.is_open();
-        match routes.iter().position(|r| r.name() == first) {
-            Some(i) if routes[i].takes_sdk_suffixes() => Some((i, segments.next().filter(|_| !open))),
-            Some(i) => Some((i, segments.next_back())),
-            None if routes.len() == 1 && routes[0].takes_sdk_suffixes() => Some((0, (!open).then_some(first))),
-            None if routes.len() == 1 && segments.next().is_none() && !self.shard.keys.is_open() => {
-                Some((0, Some(first)))
-            }
-            None => None,
-        }
+/// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
+/// Returns the route and the key segment, if any.
+fn find_route<'p>(gen: &Gen, path: &'p str) -> Option<(usize, Option<&'p str>)> {
+    let routes = &gen.networks;
+    let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
+    let Some(first) = segments.next() else {
+        return (routes.len() == 1).then_some((0, None));
+    };
+    let open = gen.keys.is_open();
+    match routes.iter().position(|r| r.name() == first) {
+        Some(i) if routes[i].takes_sdk_suffixes() => Some((i, segments.next().filter(|_| !open))),
+        Some(i) => Some((i, segments.next_back())),
+        None if routes.len() == 1 && routes[0].takes_sdk_suffixes() => Some((0, (!open).then_some(first))),
+        None if routes.len() == 1 && segments.next().is_none() && !open => Some((0, Some(first))),
+        None => None,
     }
 }

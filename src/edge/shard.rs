@@ -1,26 +1,42 @@
-//! What one shard owns: the networks it serves (each network's route and, for Solana, its magic router),
-//! its limits, keys, counters, the JSON-RPC state and its upstream ids. The HTTP server, the WebSocket
-//! sessions and the shard's background tasks all work on it.
+//! What one shard owns: the current config generation (the networks it serves, each network's route and,
+//! for Solana, its magic router; its limits and keys), its counters, the JSON-RPC state and its upstream
+//! ids. The HTTP server, the WebSocket sessions and the shard's background tasks all work on it.
+//!
+//! A reload installs a new [`Gen`] whole. A request takes the generation current when it starts and keeps it
+//! to its end (so its provider's pool and its key's bucket stay the ones it began with); the next request
+//! on the same connection takes the new one. Nothing waits for a reload.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
+use super::envelope::{EnvelopeLimits, EnvelopeParser};
 use super::keys::KeyRing;
 use super::network::Network;
 use super::rpc::RpcShard;
 use crate::config::Limits;
 use crate::runtime::Shutdown;
 
+/// One config generation as a shard serves it.
+pub struct Gen {
+    /// 0 at start-up, one more per applied reload.
+    pub number: u64,
+    pub limits: Limits,
+    /// The networks, in config order (the route's `index`).
+    pub networks: Vec<Network>,
+    /// API keys, shared by all shards (their rate-limit state is atomic).
+    pub keys: Arc<KeyRing>,
+    /// Each network's `probe_interval_ms`.
+    pub probe_interval_ms: Vec<u64>,
+}
+
 /// Everything one shard owns.
 pub struct Shard {
     pub id: usize,
     /// TLS termination, when `[server.tls]` is set.
     pub tls: Option<Arc<super::tls::EdgeTls>>,
-    pub limits: Limits,
-    /// The networks, in config order (the route's `index`).
-    pub networks: Vec<Network>,
+    gen: RefCell<Rc<Gen>>,
     pub rpc: RpcShard,
     pub shutdown: Shutdown,
     /// Open client connections across all shards, for `limits.max_connections`.
@@ -29,8 +45,63 @@ pub struct Shard {
     pub open_local: Cell<usize>,
     /// Client subscriptions open on this shard (EVM and Solana), for `limits.max_subscriptions_per_shard`.
     pub subscriptions: Cell<usize>,
-    /// API keys, shared by all shards (their rate-limit state is atomic).
-    pub keys: Arc<KeyRing>,
     /// This shard's health samples, shipped to the aggregator.
     pub recorder: Rc<crate::telemetry::recorder::Recorder>,
+}
+
+impl Shard {
+    pub fn new(
+        id: usize,
+        tls: Option<Arc<super::tls::EdgeTls>>,
+        gen: Gen,
+        shutdown: Shutdown,
+        open_global: Arc<AtomicUsize>,
+        recorder: Rc<crate::telemetry::recorder::Recorder>,
+    ) -> Shard {
+        let rpc = RpcShard {
+            parser: RefCell::new(EnvelopeParser::new(envelope_limits(&gen.limits))),
+            ids: Cell::new(crate::rpc::ids::CLIENT_CALLS),
+            max_answer_bytes: Cell::new(gen.limits.max_answer_bytes),
+        };
+        Shard {
+            id,
+            tls,
+            gen: RefCell::new(Rc::new(gen)),
+            rpc,
+            shutdown,
+            open_global,
+            open_local: Cell::new(0),
+            subscriptions: Cell::new(0),
+            recorder,
+        }
+    }
+
+    /// The generation new requests use.
+    pub fn gen(&self) -> Rc<Gen> {
+        self.gen.borrow().clone()
+    }
+
+    /// Makes `gen` the one new requests use; returns the one it replaces (its routes are marked superseded,
+    /// so their probers stop; calls and sessions still holding it finish on it).
+    pub fn install(&self, gen: Gen) -> Rc<Gen> {
+        if let Ok(mut parser) = self.rpc.parser.try_borrow_mut() {
+            *parser = EnvelopeParser::new(envelope_limits(&gen.limits));
+        }
+        self.rpc.max_answer_bytes.set(gen.limits.max_answer_bytes);
+        let old = self.gen.replace(Rc::new(gen));
+        let now = self.gen.borrow().clone();
+        for (net, next) in old.networks.iter().zip(&now.networks) {
+            if !Rc::ptr_eq(&net.route, &next.route) {
+                net.route.superseded.set(true);
+            }
+        }
+        old
+    }
+}
+
+fn envelope_limits(limits: &Limits) -> EnvelopeLimits {
+    EnvelopeLimits {
+        max_batch: limits.max_batch,
+        max_depth: limits.max_depth,
+    }
 }

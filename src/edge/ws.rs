@@ -40,7 +40,8 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     key: Option<&KeyEntry>,
 ) {
     let route = network.route.clone();
-    let limits = &shard.limits;
+    let gen = shard.gen();
+    let limits = &gen.limits;
     let config = WebSocketConfig {
         max_message_size: Some(limits.max_body_bytes),
         max_frame_size: Some(limits.max_body_bytes),
@@ -114,6 +115,21 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             pinged = false;
             // One busy client cannot keep the shard from its other connections.
             crate::runtime::yield_if_needed().await;
+            // A reload that removed or rotated the session's key ends the session at its next request.
+            if matches!(frame, Message::Text(_) | Message::Binary(_))
+                && key.is_some_and(|k| !shard.gen().keys.still_holds(k))
+            {
+                let mut reply = Vec::new();
+                write_error(
+                    &mut reply,
+                    None,
+                    UNAUTHORIZED,
+                    "Unauthorized: this API key was removed or rotated; reconnect with a current key",
+                    None,
+                );
+                let _ = out.push(Message::Text(String::from_utf8_lossy(&reply).into_owned()));
+                break;
+            }
             match frame {
                 Message::Text(text) => {
                     let text = text.as_bytes();
@@ -185,7 +201,8 @@ fn over_subscription_cap(
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
 ) -> Option<String> {
-    let limits = &shard.limits;
+    let gen = shard.gen();
+    let limits = &gen.limits;
     let mine = held(subs, solana);
     if mine >= limits.max_subscriptions_per_connection {
         return Some(format!(
@@ -233,7 +250,7 @@ async fn handle_text(
         }
     };
     let Some((id, method, params)) = single else {
-        let deadline = Instant::now() + Duration::from_millis(shard.limits.request_deadline_ms);
+        let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
         return match handle_body(&shard.rpc, network, caller, key, text, deadline).await {
             BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
             BodyReply::Empty => None,

@@ -1,6 +1,6 @@
 //! SIGHUP, the operator's "reload what you can" (`kill -HUP`, `systemctl reload`). Its default action ends
-//! the process, so it is caught at start-up whatever the config says; each part that can reload (the edge
-//! certificate today) registers a hook. With no hook, the signal is logged and ignored.
+//! the process, so it is caught at start-up whatever the config says; each part that can reload (the config
+//! file, the edge certificate) registers a hook. With no hook, the signal is logged and ignored.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,7 +48,7 @@ fn run_hooks() {
     let hooks = h.hooks.lock().unwrap_or_else(|p| p.into_inner());
     if hooks.is_empty() {
         tracing::info!(
-            "SIGHUP received: nothing to reload (no TLS configured; config reload needs a restart); ignored"
+            "SIGHUP received: nothing to reload (not started from a config file, no TLS configured); ignored"
         );
         return;
     }

@@ -68,7 +68,7 @@ impl SolanaRoute {
         let Some(er) = self.net.ers.get(k) else { return false };
         let live = &self.route.live;
         crate::rpc::ProviderId::in_set(er.providers, self.route.upstreams.len())
-            .any(|p| live.admissible(p) && live.providers[p].breaker.is_closed())
+            .any(|p| live.admissible(p) && live.providers()[p].breaker.is_closed())
     }
 
     /// ER `k`'s latency: the p50 of light calls at its fastest provider (0 before any is measured).

@@ -273,8 +273,12 @@ impl ShardMetrics {
 }
 
 /// Names the scrape needs to label series.
+/// One network's provider slots as metrics label them: (provider, region), `None` for a retired slot.
+pub type ProviderLabels<'a> = Vec<Option<(&'a str, &'a str)>>;
+
 pub struct Labels<'a> {
-    pub networks: &'a [(&'a str, Vec<(&'a str, &'a str)>)],
+    /// Per network, its provider slots: `None` for a provider a reload retired (not exported).
+    pub networks: &'a [(&'a str, ProviderLabels<'a>)],
     pub keys: &'a [&'a str],
 }
 
@@ -362,7 +366,8 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     out.push_str("# HELP prism_upstream_attempts_total Upstream attempts, by provider and result.\n");
     out.push_str("# TYPE prism_upstream_attempts_total counter\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
-        for (p, (provider, region)) in providers.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
             for (r, result) in ATTEMPT_RESULTS.iter().enumerate() {
                 let v = sum(shards, |s| {
                     s.networks[n].providers[p].results[r].load(Ordering::Relaxed)
@@ -379,7 +384,8 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency, by provider.\n");
     out.push_str("# TYPE prism_upstream_duration_seconds histogram\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
-        for (p, (provider, region)) in providers.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
             let mut l = String::new();
             label(&mut l, provider);
             let l = format!("network=\"{net}\",provider=\"{l}\",region=\"{region}\"");

@@ -47,12 +47,13 @@ pub fn spawn_aggregator(networks: Vec<Arc<NetworkLive>>, shutdown: Shutdown) -> 
 fn run(networks: Vec<Arc<NetworkLive>>, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
     let mut windows: Vec<Vec<ProviderWindows>> = networks
         .iter()
-        .map(|n| (0..n.providers.len()).map(|_| ProviderWindows::new()).collect())
+        .map(|n| (0..n.providers().len()).map(|_| ProviderWindows::new()).collect())
         .collect();
     let mut next_publish = std::time::Instant::now();
     while !shutdown.is_triggered() {
         match rx.recv_timeout(PUBLISH_EVERY) {
             Ok(batch) => {
+                grow(&networks, &mut windows);
                 let now = now_ms();
                 for d in batch {
                     if let Some(w) = windows.get_mut(d.network).and_then(|n| n.get_mut(d.provider.index())) {
@@ -68,9 +69,19 @@ fn run(networks: Vec<Arc<NetworkLive>>, rx: Receiver<Vec<Delta>>, shutdown: Shut
         if std::time::Instant::now() >= next_publish {
             next_publish = std::time::Instant::now() + PUBLISH_EVERY;
             let now = now_ms();
+            grow(&networks, &mut windows);
             for (n, net) in networks.iter().enumerate() {
                 net.health.store(Arc::new(build(&mut windows[n], now)));
             }
+        }
+    }
+}
+
+/// A reload that added providers gave their network more slots: they get windows of their own.
+fn grow(networks: &[Arc<NetworkLive>], windows: &mut [Vec<ProviderWindows>]) {
+    for (net, w) in networks.iter().zip(windows.iter_mut()) {
+        while w.len() < net.providers().len() {
+            w.push(ProviderWindows::new());
         }
     }
 }

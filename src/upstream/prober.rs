@@ -24,9 +24,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration, shutdown: &Shutdown) {
     let mut id = crate::rpc::ids::PROBES;
-    while !shutdown.is_triggered() {
+    // A reload that replaced the route starts its own probers: this one ends at its next tick.
+    while !shutdown.is_triggered() && !route.superseded.get() {
         let started = Instant::now();
-        if route.live.chain_id.is_some() && route.live.providers[i].chain() != ChainCheck::Ok {
+        if route.live.chain_id.is_some() && route.live.providers()[i].chain() != ChainCheck::Ok {
             id += 1;
             check_chain(route, i, id).await;
         }
@@ -120,7 +121,7 @@ async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
     let Ok(result) = call(route, i, id, "eth_chainId").await else {
         return;
     };
-    let p = &route.live.providers[i];
+    let p = &route.live.providers()[i];
     let name = &route.upstreams[i].name;
     match hex_quantity(&result) {
         Some(got) if got == expected => {
@@ -137,7 +138,7 @@ async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
 }
 
 async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
-    let p = &route.live.providers[i];
+    let p = &route.live.providers()[i];
     let now = now_ms();
     let is_probe = match p.breaker.state(now) {
         BreakerState::Closed => false,

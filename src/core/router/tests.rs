@@ -78,9 +78,11 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
     let l = live(3);
     let h = health(&[1, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
     for t in 0..5 {
-        l.providers[0].breaker.on_failure(t);
+        l.providers()[0].breaker.on_failure(t);
     }
-    l.providers[1].drifted.store(true, std::sync::atomic::Ordering::Relaxed);
+    l.providers()[1]
+        .drifted
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
         assert_eq!(
             choose(&statics(3), &l, &h, &ask(), 10, r, 0.3),
@@ -140,7 +142,7 @@ fn overflow_only_when_nothing_else() {
         choose(&s, &l, &h, &ask(), 1, 0, 0.0),
         Choice::Provider(ProviderId::new(1))
     );
-    l.providers[1].park_until(1_000);
+    l.providers()[1].park_until(1_000);
     assert_eq!(
         choose(&s, &l, &h, &ask(), 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
@@ -179,7 +181,7 @@ fn high_water_mark_keeps_deep_providers() {
 #[test]
 fn strategies_use_the_same_candidates() {
     let l = live(3);
-    l.providers[2].set_chain(ChainCheck::Wrong);
+    l.providers()[2].set_chain(ChainCheck::Wrong);
     let h = health(&[1, 1000, 1], &[(0, 0), (0, 0), (0, 0)]);
     let rr = Ask {
         strategy: Strategy::RoundRobin,

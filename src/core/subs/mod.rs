@@ -13,7 +13,7 @@
 use crate::rpc::ProviderId;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use ahash::AHashMap;
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller};
 use super::pipeline::forward;
-use super::route::NetworkRoute;
+use super::route::{NetworkRoute, Newest};
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use crate::rpc::wire::write_json_str;
 use crate::rpc::Call;
@@ -59,6 +59,9 @@ impl SubHub {
         out: &Outbox,
         mark: MarkKey,
     ) -> Result<String, SubscribeError> {
+        // A session opened before a reload holds an older route; new topics go by the newest one.
+        let newest = route.newest.get();
+        let route = newest.as_ref().unwrap_or(route);
         let kind = match nth_element(params, 0).and_then(plain_str) {
             Some("newHeads") => TopicKind::NewHeads,
             Some("logs") => TopicKind::Logs,
@@ -155,9 +158,9 @@ impl SubHub {
             failures: Cell::new(0),
         });
         self.links.borrow_mut().insert(provider, link.clone());
-        let weak_route = Rc::downgrade(route);
+        let newest = route.newest.clone();
         let l = link.clone();
-        spawn(async move { run_link(weak_route, l).await });
+        spawn(async move { run_link(newest, l).await });
         link
     }
 
@@ -166,11 +169,11 @@ impl SubHub {
         if self.supervisor.replace(true) {
             return;
         }
-        let weak = Rc::downgrade(route);
+        let newest = route.newest.clone();
         spawn(async move {
             loop {
                 sleep(Duration::from_millis(250)).await;
-                let Some(route) = weak.upgrade() else { return };
+                let Some(route) = newest.get() else { return };
                 if route.shutdown.is_triggered() {
                     return;
                 }
@@ -209,7 +212,7 @@ impl SubHub {
 }
 
 fn usable(route: &NetworkRoute, p: ProviderId) -> bool {
-    let live = &route.live.providers[p];
+    let live = &route.live.providers()[p];
     route.live.admissible(p) && live.breaker.is_closed()
 }
 
@@ -220,7 +223,7 @@ fn pick_ws_provider(route: &NetworkRoute, refused: &[ProviderId]) -> Option<Prov
         .max_by_key(|&i| {
             (
                 usable(route, i),
-                route.live.providers[i].head.load(Ordering::Relaxed),
+                route.live.providers()[i].head.load(Ordering::Relaxed),
                 std::cmp::Reverse(i),
             )
         })
@@ -257,10 +260,10 @@ impl Link {
 }
 
 /// Keeps one provider's link up while any topic uses it: connect, replay, read; on loss, back off and retry.
-async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
+async fn run_link(route: Newest, link: Rc<Link>) {
     let mut backoff = Reconnect::default();
     loop {
-        let Some(r) = route.upgrade() else { return };
+        let Some(r) = route.get() else { return };
         if r.shutdown.is_triggered() {
             return;
         }
@@ -309,7 +312,7 @@ async fn run_link(route: Weak<NetworkRoute>, link: Rc<Link>) {
             }
         }
         let end = pump(socket, out, r.ws_ping, |text| {
-            let Some(route) = route.upgrade() else { return false };
+            let Some(route) = route.get() else { return false };
             on_upstream_message(&route, &link, text);
             true
         })
@@ -444,13 +447,13 @@ const TOPIC_INBOX: usize = 4096;
 /// Runs a topic's deliveries from its current inbox. `first`: the first `Resubscribed` is the initial
 /// subscription (nothing to backfill); a rebuilt topic backfills on its first one.
 fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>, first: bool) {
-    let weak_route = Rc::downgrade(route);
+    let newest = route.newest.clone();
     let topic = topic.clone();
     let inbox = topic.inbox.borrow().clone();
     spawn(async move {
         let mut first = first;
         while let Some(inbound) = inbox.pop().await {
-            let Some(route) = weak_route.upgrade() else { return };
+            let Some(route) = newest.get() else { return };
             match inbound {
                 Inbound::Resubscribed if first => first = false,
                 Inbound::Resubscribed => {

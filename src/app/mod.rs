@@ -2,12 +2,14 @@
 //! (SO_REUSEPORT), its own upstream pools and parser; they share only the immutable registry and the
 //! connection counter.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
 
 use crate::access::keys::KeyRing;
 use crate::config::{Config, NetworkKind};
@@ -17,11 +19,9 @@ use crate::core::route::WsTarget;
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
 use crate::core::submit::SubmitLimits;
-use crate::core::subs::SubHub;
 use crate::core::{NetworkRoute, Upstream};
 use crate::edge::admin::AdminView;
-use crate::edge::envelope::{EnvelopeLimits, EnvelopeParser};
-use crate::edge::rpc::RpcShard;
+use crate::edge::shard::Gen;
 use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, Network, Shard};
 use crate::rpc::methods::{Declared, DeclaredError};
@@ -33,6 +33,10 @@ use crate::telemetry::metrics::ShardMetrics;
 use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
+
+mod reload;
+pub use reload::World;
+use reload::{Reloader, WorldCell};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -73,8 +77,14 @@ pub fn declared_methods(config: &Config) -> Result<Vec<Declared>, DeclaredError>
 type Ready = Result<(), AppError>;
 
 /// Runs Prism until `shutdown` triggers and in-flight requests drain. Returns once every shard has stopped.
-/// `on_ready` runs once every shard listens, with the read-only view the admin endpoints use.
-pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<AdminView>)) -> Result<(), AppError> {
+/// `on_ready` runs once every shard listens, with the read-only view the admin endpoints use. With
+/// `config_path`, SIGHUP and the admin `POST /reload` re-read that file (see `app::reload`).
+pub fn serve(
+    config: Config,
+    config_path: Option<std::path::PathBuf>,
+    shutdown: Shutdown,
+    on_ready: impl FnOnce(Arc<AdminView>),
+) -> Result<(), AppError> {
     let config = Arc::new(config);
     let registry = Arc::new(Registry::resolve(&config));
     let listen: SocketAddr = config.server.listen.parse().expect("validated at load");
@@ -100,14 +110,15 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
     let shards = placement.resolved_shards();
     let open_global = Arc::new(AtomicUsize::new(0));
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
+    let keys = Arc::new(KeyRing::from_config(&config));
+    // Marks and per-key metrics are sized for the keys a reload may add.
     let lives: Vec<Arc<NetworkLive>> = config
         .networks
         .iter()
-        .map(|n| NetworkLive::new(n, &config.policy.breaker, config.keys.len()))
+        .map(|n| NetworkLive::new(n, &config.policy.breaker, keys.capacity()))
         .collect();
     let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let keys = Arc::new(KeyRing::from_config(&config));
     // SIGHUP's default action ends the process: catch it whatever is configured.
     if let Err(e) = crate::runtime::hangup::install() {
         tracing::warn!(error = %e, "cannot catch SIGHUP; `kill -HUP` would end the process");
@@ -122,19 +133,47 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         }
         None => None,
     };
-    let provider_counts: Vec<usize> = config.networks.iter().map(|n| n.providers.len()).collect();
+    // Every network has room for every provider slot a reload may fill (see `config::changes`).
+    let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
-        .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
+        .map(|_| Arc::new(ShardMetrics::new(&slots, keys.capacity())))
         .collect();
-    let cluster = crate::cluster::start(&config, lives.clone(), keys.clone(), shutdown.clone());
+    let config_cell = Arc::new(ArcSwap::new(config.clone()));
+    let keys_cell = Arc::new(ArcSwap::new(keys.clone()));
+    let world: Arc<WorldCell> = Arc::new(ArcSwap::from_pointee(World {
+        generation: 0,
+        config: config.clone(),
+        registry,
+        keys,
+        declared,
+    }));
+    let reloader = Arc::new(Reloader::new(
+        config_path,
+        world.clone(),
+        config_cell.clone(),
+        keys_cell.clone(),
+        lives.clone(),
+        shards,
+    ));
+    if reloader.has_file() {
+        let on_hup = reloader.clone();
+        crate::runtime::hangup::on_hangup(move || {
+            use crate::edge::admin::Reload;
+            on_hup.reload();
+        });
+    }
+    let cluster = crate::cluster::start(config_cell.clone(), lives.clone(), keys_cell.clone(), shutdown.clone());
     let view = Arc::new(AdminView {
         cluster,
-        config: config.clone(),
+        config: config_cell,
         lives: lives.clone(),
         metrics: metrics.clone(),
-        keys: keys.clone(),
+        keys: keys_cell,
         open_connections: open_global.clone(),
         started: Instant::now(),
+        reloader: reloader
+            .has_file()
+            .then(|| reloader.clone() as Arc<dyn crate::edge::admin::Reload>),
     });
     let shard_gate = gate.clone();
     let shard_lives = lives.clone();
@@ -146,7 +185,6 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         .spawn(move || {
             run_shards(placement, move |id| {
                 let config = config.clone();
-                let registry = registry.clone();
                 let shutdown = shard_shutdown.clone();
                 let open_global = open_global.clone();
                 let ready_tx = ready_tx.clone();
@@ -155,14 +193,14 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
                     to_aggregator: to_aggregator.clone(),
                     gate: shard_gate.clone(),
                     shards,
-                    keys: keys.clone(),
                     tls: tls.clone(),
                     metrics: metrics[id.min(metrics.len() - 1)].clone(),
                     admin: (id == 0).then(|| shard_view.clone()),
                     solana: solana.clone(),
-                    declared: declared.clone(),
+                    world: world.clone(),
+                    reloader: reloader.clone(),
                 };
-                async move { shard_main(id, listen, &config, &registry, shutdown, open_global, shared, ready_tx).await }
+                async move { shard_main(id, listen, &config, shutdown, open_global, shared, ready_tx).await }
             })
         })
         .expect("spawn shard runner thread");
@@ -202,15 +240,16 @@ struct CrossShard {
     /// Opened by the main thread once providers' chain ids are checked (or the wait ran out).
     gate: Arc<std::sync::atomic::AtomicBool>,
     shards: usize,
-    keys: Arc<KeyRing>,
     tls: Option<Arc<EdgeTls>>,
     metrics: Arc<ShardMetrics>,
     /// Shard 0 serves the admin endpoints.
     admin: Option<Arc<AdminView>>,
     /// What all shards share of each solana-magic network, by network index.
     solana: Vec<Option<Arc<SolanaNet>>>,
-    /// Each network's declared methods (checked once, at start-up).
-    declared: Arc<Vec<Declared>>,
+    /// The config generation shards should run: a reload publishes a new one.
+    world: Arc<WorldCell>,
+    /// Where a shard says which generation it runs.
+    reloader: Arc<Reloader>,
 }
 
 /// Gives the probers a moment to verify chain ids before clients arrive, so the first requests do not
@@ -219,8 +258,8 @@ fn wait_for_chain_checks(lives: &[Arc<NetworkLive>], max: Duration) {
     let until = Instant::now() + max;
     while Instant::now() < until {
         let pending = lives.iter().filter(|n| n.chain_id.is_some()).any(|n| {
-            !n.providers.iter().any(|p| p.chain() == ChainCheck::Ok)
-                && n.providers.iter().any(|p| p.chain() == ChainCheck::Unknown)
+            !n.providers().iter().any(|p| p.chain() == ChainCheck::Ok)
+                && n.providers().iter().any(|p| p.chain() == ChainCheck::Unknown)
         });
         if !pending {
             return;
@@ -235,7 +274,6 @@ async fn shard_main(
     id: ShardId,
     listen: SocketAddr,
     config: &Config,
-    registry: &Registry,
     shutdown: Shutdown,
     open_global: Arc<AtomicUsize>,
     shared: CrossShard,
@@ -243,8 +281,8 @@ async fn shard_main(
 ) {
     // The first timer on a shard is slow; pay for it before traffic arrives.
     crate::runtime::sleep(Duration::from_millis(1)).await;
-    let shard = Rc::new(build_shard(id, config, registry, shutdown, open_global, &shared));
-    start_background(id, config, &shard, &shared);
+    let shard = Rc::new(build_shard(id, shutdown, open_global, &shared));
+    start_background(id, &shard, &shared);
     while !shared.gate.load(std::sync::atomic::Ordering::Acquire) && !shard.shutdown.is_triggered() {
         crate::runtime::sleep(Duration::from_millis(5)).await;
     }
@@ -301,22 +339,23 @@ async fn shard_main(
     tracing::debug!(shard = id, "stopped");
 }
 
-/// Per-shard background work: pool sweeping, shipping health deltas, and probing this shard's share of
-/// providers (provider k of all networks is probed by shard k mod shards).
-fn start_background(id: ShardId, config: &Config, shard: &Rc<Shard>, shared: &CrossShard) {
+/// Per-shard background work: pool sweeping, shipping health deltas, taking reloaded generations, and
+/// probing this shard's share of providers.
+fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
     let sweeper = shard.clone();
     crate::runtime::spawn(async move {
         while !sweeper.shutdown.is_triggered() {
             crate::runtime::sleep(Duration::from_millis(100)).await;
             let now = Instant::now();
-            for net in &sweeper.networks {
+            let gen = sweeper.gen();
+            for net in &gen.networks {
                 for up in &net.route.upstreams {
                     up.pool.sweep(now);
                 }
             }
             sweeper.recorder.flush();
             let (mut bytes, mut entries, mut evictions) = (0, 0, 0);
-            for net in &sweeper.networks {
+            for net in &gen.networks {
                 if let Some(cache) = &net.route.cache {
                     cache.compact_index();
                     bytes += cache.bytes();
@@ -327,37 +366,88 @@ fn start_background(id: ShardId, config: &Config, shard: &Rc<Shard>, shared: &Cr
             sweeper.recorder.metrics().set_cache(bytes, entries, evictions);
         }
     });
-    let mut k = 0;
-    for (n, net) in shard.networks.iter().enumerate() {
-        let route = &net.route;
-        let interval = Duration::from_millis(config.networks[n].probe_interval_ms);
-        for i in 0..route.upstreams.len() {
-            if k % shared.shards == id {
-                let shard = shard.clone();
-                crate::runtime::spawn(async move {
-                    let route = &shard.networks[n].route;
-                    crate::upstream::prober::probe_loop(route, ProviderId::new(i), interval, &shard.shutdown).await;
-                });
+    start_probers(id, shard, None, shared.shards);
+    // Reloads: a new generation is built here, on the shard, between requests, and installed whole.
+    let watcher = shard.clone();
+    let (world, reloader, solana) = (shared.world.clone(), shared.reloader.clone(), shared.solana.clone());
+    let (lives, shards) = (shared.lives.clone(), shared.shards);
+    crate::runtime::spawn(async move {
+        while !watcher.shutdown.is_triggered() {
+            crate::runtime::sleep(Duration::from_millis(RELOAD_POLL_MS)).await;
+            let next = world.load_full();
+            let current = watcher.gen();
+            if next.generation == current.number {
+                continue;
             }
+            let started = Instant::now();
+            let gen = build_gen(
+                &next,
+                Some(&current),
+                &watcher.recorder,
+                &lives,
+                &solana,
+                &watcher.shutdown,
+            );
+            let old = watcher.install(gen);
+            start_probers(id, &watcher, Some(&old), shards);
+            reloader.applied(id, next.generation, started.elapsed());
+        }
+    });
+}
+
+/// How often a shard looks for a reloaded generation.
+const RELOAD_POLL_MS: u64 = 20;
+
+/// Starts probers for this shard's share of the current generation's providers (slot k of all networks is
+/// probed by shard k mod shards), for the routes that are new since `previous` (a reused route keeps its
+/// probers). Retired providers are not probed.
+fn start_probers(id: ShardId, shard: &Rc<Shard>, previous: Option<&Gen>, shards: usize) {
+    let gen = shard.gen();
+    let mut k = 0;
+    for (n, net) in gen.networks.iter().enumerate() {
+        let route = &net.route;
+        let reused = previous.is_some_and(|p| p.networks.get(n).is_some_and(|o| Rc::ptr_eq(&o.route, route)));
+        let interval = Duration::from_millis(gen.probe_interval_ms[n]);
+        for i in ProviderId::all(route.upstreams.len()) {
+            let mine = k % shards == id;
             k += 1;
+            if !mine || reused || route.live.slot(i).retired.load(std::sync::atomic::Ordering::Acquire) {
+                continue;
+            }
+            let (route, shutdown) = (route.clone(), shard.shutdown.clone());
+            crate::runtime::spawn(async move {
+                crate::upstream::prober::probe_loop(&route, i, interval, &shutdown).await;
+            });
         }
     }
 }
 
-fn build_shard(
-    id: ShardId,
-    config: &Config,
-    registry: &Registry,
-    shutdown: Shutdown,
-    open_global: Arc<AtomicUsize>,
-    shared: &CrossShard,
-) -> Shard {
-    let shape: Vec<usize> = registry.networks.iter().map(|n| n.providers.len()).collect();
+fn build_shard(id: ShardId, shutdown: Shutdown, open_global: Arc<AtomicUsize>, shared: &CrossShard) -> Shard {
+    let world = shared.world.load_full();
+    // Every network has room for all provider slots, so a reload never resizes the recorder.
+    let shape: Vec<usize> = world.config.networks.iter().map(|_| ProviderId::MAX).collect();
     let recorder = Rc::new(Recorder::new(
         &shape,
         shared.to_aggregator.clone(),
         shared.metrics.clone(),
     ));
+    let gen = build_gen(&world, None, &recorder, &shared.lives, &shared.solana, &shutdown);
+    Shard::new(id, shared.tls.clone(), gen, shutdown, open_global, recorder)
+}
+
+/// One shard's view of a config generation. With `previous`, what a reload must not lose is carried over:
+/// each unchanged provider's `Upstream` (its pool, connections and in-flight counts), the caches, in-flight
+/// reads and blame memory, and a solana-magic network's whole routes (their delegation tables and links).
+fn build_gen(
+    world: &World,
+    previous: Option<&Gen>,
+    recorder: &Rc<Recorder>,
+    lives: &[Arc<NetworkLive>],
+    solana: &[Option<Arc<SolanaNet>>],
+    shutdown: &Shutdown,
+) -> Gen {
+    let config = &world.config;
+    let registry = &world.registry;
     let limits = config.limits.clone();
     let settings = PoolSettings {
         max_idle: limits.upstream_max_idle,
@@ -367,98 +457,103 @@ fn build_shard(
         max_connections: limits.upstream_max_connections,
     };
     // One TLS config per shard: a shared one would share a mutex-guarded session cache.
-    let tls_config = registry
-        .networks
-        .iter()
-        .flat_map(|n| &n.providers)
-        .any(|p| p.endpoint.scheme.is_tls() || p.ws_endpoint.as_ref().is_some_and(|w| w.scheme.is_tls()))
-        .then(tls::client_config);
-    let mut routes = Vec::new();
+    let tls_config = previous
+        .and_then(|p| p.networks.iter().find_map(|n| n.route.ws_tls.clone()))
+        .or_else(|| {
+            registry
+                .networks
+                .iter()
+                .flat_map(|n| &n.providers)
+                .any(|p| p.endpoint.scheme.is_tls() || p.ws_endpoint.as_ref().is_some_and(|w| w.scheme.is_tls()))
+                .then(tls::client_config)
+        });
+    let mut networks = Vec::new();
     for (index, n) in registry.networks.iter().enumerate() {
+        let before = previous.and_then(|p| p.networks.get(index));
+        if let (Some(before), NetworkKind::SolanaMagic) = (before, config.networks[index].kind) {
+            networks.push(before.clone());
+            continue;
+        }
         let mut upstreams = Vec::new();
         let mut statics = Vec::new();
-        for p in &n.providers {
-            // An https provider without a usable TLS name still gets a pool slot: its calls fail (and count)
-            // instead of shifting every later provider's index.
-            let pool = UpstreamPool::new(p.endpoint.clone(), p.addrs.clone(), tls_config.clone(), settings)
-                .unwrap_or_else(|e| {
-                    tracing::warn!(network = %n.name, provider = %p.name, error = %e, "provider unusable");
-                    UpstreamPool::new(p.endpoint.clone(), Arc::from(Vec::new()), None, settings)
-                        .expect("a pool without addresses cannot fail")
+        for (slot, (p, c)) in n.providers.iter().zip(&config.networks[index].providers).enumerate() {
+            // A slot keeps its provider (name and URLs) for the life of the process: reuse it as it is.
+            let kept = before.and_then(|b| b.route.upstreams.get(slot)).cloned();
+            upstreams.push(kept.unwrap_or_else(|| {
+                // An https provider without a usable TLS name still gets a pool slot: its calls fail (and
+                // count) instead of shifting every later provider's index.
+                let pool = UpstreamPool::new(p.endpoint.clone(), p.addrs.clone(), tls_config.clone(), settings)
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(network = %n.name, provider = %p.name, error = %e, "provider unusable");
+                        UpstreamPool::new(p.endpoint.clone(), Arc::from(Vec::new()), None, settings)
+                            .expect("a pool without addresses cannot fail")
+                    });
+                let ws = p.ws_endpoint.clone().map(|url| WsTarget {
+                    url,
+                    addrs: p.ws_addrs.clone(),
                 });
-            let ws = p.ws_endpoint.clone().map(|url| WsTarget {
-                url,
-                addrs: p.ws_addrs.clone(),
-            });
-            upstreams.push(Upstream::new(p.name.clone(), pool, ws));
+                Rc::new(Upstream::new(p.name.clone(), pool, ws))
+            }));
             statics.push(ProviderStatic {
                 weight: p.weight,
                 overflow: p.overflow,
                 region_distance: region_distance(config.server.region.as_deref(), p.region.as_deref()),
                 quota_rps: p.quota_rps.map(f64::from),
             });
+            debug_assert_eq!(p.name, c.name);
         }
-        routes.push(Rc::new(NetworkRoute {
+        let before = before.map(|b| &b.route);
+        let route = Rc::new(NetworkRoute {
             index,
             name: n.name.clone(),
             upstreams,
             statics,
-            live: shared.lives[index].clone(),
+            live: lives[index].clone(),
             retry: config.policy.retry.clone(),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
-            cache: config
-                .cache
-                .enabled
-                .then(|| ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes)),
+            cache: match before {
+                Some(b) => b.cache.clone(),
+                None => config
+                    .cache
+                    .enabled
+                    .then(|| Rc::new(ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes))),
+            },
             cache_depth: config.networks[index].cache_depth_blocks,
-            inflight: config.cache.dedupe.then(InFlight::default),
-            subs: SubHub::default(),
-            blame: Default::default(),
+            inflight: match before {
+                Some(b) => b.inflight.clone(),
+                None => config.cache.dedupe.then(|| Rc::new(InFlight::default())),
+            },
+            subs: before.map(|b| b.subs.clone()).unwrap_or_default(),
+            newest: before.map(|b| b.newest.clone()).unwrap_or_default(),
+            blame: before.map(|b| b.blame.clone()).unwrap_or_default(),
             ws_tls: tls_config.clone(),
             connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
             ws_ping: (config.limits.upstream_ws_ping_ms > 0)
                 .then(|| Duration::from_millis(config.limits.upstream_ws_ping_ms)),
             shutdown: shutdown.clone(),
             solana: n.kind == NetworkKind::SolanaMagic,
-            declared: shared.declared[index].clone(),
+            declared: world.declared[index].clone(),
             submit: SubmitLimits {
                 lookup: Duration::from_millis(config.limits.write_lookup_ms),
                 sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
-        }));
+            superseded: Cell::new(false),
+        });
+        route.newest.set(&route);
+        // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
+        let magic = solana[index]
+            .as_ref()
+            .map(|net| SolanaRoute::new(route.clone(), net.clone(), config.limits.record_resubscribe_per_sec));
+        networks.push(Network::new(route, magic));
     }
-    // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
-    let networks = routes
-        .into_iter()
-        .zip(&shared.solana)
-        .map(|(route, net)| {
-            let magic = net
-                .as_ref()
-                .map(|net| SolanaRoute::new(route.clone(), net.clone(), config.limits.record_resubscribe_per_sec));
-            Network::new(route, magic)
-        })
-        .collect();
-    Shard {
-        rpc: RpcShard {
-            parser: RefCell::new(EnvelopeParser::new(EnvelopeLimits {
-                max_batch: limits.max_batch,
-                max_depth: limits.max_depth,
-            })),
-            ids: Cell::new(crate::rpc::ids::CLIENT_CALLS),
-            max_answer_bytes: limits.max_answer_bytes,
-        },
+    Gen {
+        number: world.generation,
         limits,
         networks,
-        shutdown,
-        open_global,
-        open_local: Cell::new(0),
-        subscriptions: Cell::new(0),
-        keys: shared.keys.clone(),
-        id,
-        tls: shared.tls.clone(),
-        recorder,
+        keys: world.keys.clone(),
+        probe_interval_ms: config.networks.iter().map(|n| n.probe_interval_ms).collect(),
     }
 }
 
