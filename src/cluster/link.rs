@@ -3,10 +3,12 @@
 //!
 //! Sentinel discovery is done here rather than with the crate's `sentinel` feature: its sync client connects
 //! without a timeout, and one blackholed sentinel would then stall sharing for minutes. Every connection
-//! here has a connect timeout and I/O timeouts. TLS files are read at every connect, so a rotated CA or client
+//! here has a connect timeout and I/O timeouts. The sentinel connection is kept and asked again every
+//! [`SENTINEL_CHECK`]: after a failover the old master can take writes for seconds (until Sentinel demotes
+//! it), so the nodes follow `+switch-master` from the sentinels, not from the old master's errors. TLS files are read at every connect, so a rotated CA or client
 //! certificate is picked up at the next reconnect without a restart. Certificates are always verified.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{Client, ClientTlsConfig, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 
@@ -16,6 +18,8 @@ use crate::config::{redact_url, Cluster};
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
 /// Each read or write on an open connection.
 const IO_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often a connected node asks its sentinel whether the master moved.
+const SENTINEL_CHECK: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -38,6 +42,9 @@ pub struct Link {
     preferred: usize,
     /// The master Sentinel named last (`host:port`), so a failover is logged once.
     master: Option<String>,
+    /// A connection to `sentinels[.0]`, kept to notice a failover while connected.
+    sentinel: Option<(usize, Connection)>,
+    checked: Option<Instant>,
 }
 
 impl Link {
@@ -46,6 +53,8 @@ impl Link {
             cluster: cluster.clone(),
             preferred: 0,
             master: None,
+            sentinel: None,
+            checked: None,
         }
     }
 
@@ -68,6 +77,30 @@ impl Link {
                 open(info, certs.as_ref())
             }
             None => self.via_sentinels(certs.as_ref()),
+        }
+    }
+
+    /// With Sentinel, whether the sentinel now names another master than the one connected to (asked at
+    /// most every [`SENTINEL_CHECK`]; a sentinel that does not answer moves nothing).
+    pub fn master_moved(&mut self) -> bool {
+        let Some(current) = self.master.clone() else {
+            return false;
+        };
+        if self.checked.is_some_and(|t| t.elapsed() < SENTINEL_CHECK) {
+            return false;
+        }
+        self.checked = Some(Instant::now());
+        let name = self.cluster.sentinel_master.clone().unwrap_or_default();
+        let certs = match self.certificates() {
+            Ok(c) => c,
+            Err(_) => return false,
+        };
+        match self.lookup(self.preferred, &name, certs.as_ref()) {
+            Ok(Some((host, port))) if format!("{host}:{port}") != current => {
+                tracing::info!(master = %name, from = %current, to = %format!("{host}:{port}"), "cluster: Sentinel moved the master (failover); reconnecting");
+                true
+            }
+            _ => false,
         }
     }
 
@@ -116,23 +149,21 @@ impl Link {
     /// Asks each sentinel (the last one that answered first) for the master's address, and keeps the first
     /// master that says `ROLE master` (a sentinel's view can lag a failover by a moment).
     fn via_sentinels(&mut self, certs: Option<&TlsCertificates>) -> Result<Connection, LinkError> {
-        let c = &self.cluster;
-        let name = c.sentinel_master.clone().unwrap_or_default();
-        let n = c.sentinels.len();
+        let name = self.cluster.sentinel_master.clone().unwrap_or_default();
+        let n = self.cluster.sentinels.len();
         let mut failures = Vec::new();
         for k in 0..n {
             let i = (self.preferred + k) % n;
-            let sentinel = &c.sentinels[i];
-            match self.ask(sentinel, &name, certs) {
+            match self.ask(i, &name, certs) {
                 Ok((master, conn)) => {
                     self.preferred = i;
                     if self.master.as_deref() != Some(master.as_str()) {
-                        tracing::info!(master = %name, address = %master, sentinel = %sentinel, "cluster: Sentinel names the master");
+                        tracing::info!(master = %name, address = %master, sentinel = %self.cluster.sentinels[i], "cluster: Sentinel names the master");
                         self.master = Some(master);
                     }
                     return Ok(conn);
                 }
-                Err(e) => failures.push(format!("{sentinel}: {e}")),
+                Err(e) => failures.push(format!("{}: {e}", self.cluster.sentinels[i])),
             }
         }
         Err(LinkError::NoMaster {
@@ -141,34 +172,53 @@ impl Link {
         })
     }
 
-    /// One sentinel's master for `name`, connected and confirmed: (`host:port`, connection).
+    /// What sentinel `i` names as the master of `name` (`None`: it does not monitor it). Its connection is
+    /// kept for the next question, dropped on an error.
+    fn lookup(
+        &mut self,
+        i: usize,
+        name: &str,
+        certs: Option<&TlsCertificates>,
+    ) -> Result<Option<(String, u16)>, LinkError> {
+        if self.sentinel.as_ref().is_none_or(|(at, _)| *at != i) {
+            let c = &self.cluster;
+            let (host, port) = split_host_port(&c.sentinels[i]);
+            let mut info = address(host, port, c.sentinel_tls);
+            if let Some(p) = &c.sentinel_password {
+                let mut s = info.redis_settings().clone().set_password(p);
+                if let Some(u) = &c.sentinel_username {
+                    s = s.set_username(u);
+                }
+                info = info.set_redis_settings(s);
+            }
+            self.sentinel = None;
+            self.sentinel = Some((i, open(info, certs)?));
+        }
+        let (_, conn) = self.sentinel.as_mut().expect("just connected");
+        let named = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(name)
+            .query(conn);
+        if named.is_err() {
+            self.sentinel = None;
+        }
+        Ok(named?)
+    }
+
+    /// Sentinel `i`'s master for `name`, connected and confirmed: (`host:port`, connection).
     fn ask(
-        &self,
-        sentinel: &str,
+        &mut self,
+        i: usize,
         name: &str,
         certs: Option<&TlsCertificates>,
     ) -> Result<(String, Connection), LinkError> {
-        let c = &self.cluster;
-        let (host, port) = split_host_port(sentinel);
-        let mut info = address(host, port, c.sentinel_tls);
-        if let Some(p) = &c.sentinel_password {
-            let mut s = info.redis_settings().clone().set_password(p);
-            if let Some(u) = &c.sentinel_username {
-                s = s.set_username(u);
-            }
-            info = info.set_redis_settings(s);
-        }
-        let mut conn = open(info, certs)?;
-        let named: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(name)
-            .query(&mut conn)?;
-        let Some((mhost, mport)) = named else {
+        let Some((mhost, mport)) = self.lookup(i, name, certs)? else {
             return Err(LinkError::NoMaster {
                 master: name.to_string(),
                 detail: "this sentinel does not monitor it".into(),
             });
         };
+        let c = &self.cluster;
         let mut info = address(&mhost, mport, c.sentinel_tls);
         let mut s = info.redis_settings().clone();
         if let Some(p) = &c.password {
@@ -190,6 +240,7 @@ impl Link {
                 detail: format!("{mhost}:{mport} says ROLE {role:?} (a failover in progress?)"),
             });
         }
+        self.checked = Some(Instant::now());
         Ok((format!("{mhost}:{mport}"), master))
     }
 }

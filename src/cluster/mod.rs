@@ -211,6 +211,9 @@ impl Sync {
     }
 
     fn connection(&mut self) -> Result<&mut redis::Connection, LinkError> {
+        if self.conn.is_some() && self.link.master_moved() {
+            self.conn = None;
+        }
         if self.conn.is_none() {
             self.conn = Some(self.link.connect()?);
         }
