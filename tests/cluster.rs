@@ -783,6 +783,9 @@ fn two_nodes_share_a_limit_over_tls_and_a_node_with_another_ca_refuses_and_serve
     );
 }
 
+/// The ACL rules docs/OPERATIONS.md gives for Prism's user (prefix "prism").
+const ACL_RULES: &str = "~prism:* +@connection +set +mget +zadd +zrangebyscore +zremrangebyscore +zcount +eval +evalsha +script|load +time +hmget +hset +pexpire";
+
 #[test]
 fn an_acl_user_shares_state_and_a_wrong_password_is_a_clear_error() {
     let _serial = serial();
@@ -790,8 +793,12 @@ fn an_acl_user_shares_state_and_a_wrong_password_is_a_clear_error() {
     let acl = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
     let redis = RedisServer::start_with(RedisOptions {
         auth: Some(("prism".into(), PASS.into())),
+        // Least privilege, as docs/OPERATIONS.md gives it: Prism's commands (and its Lua script's) on its prefix.
         args: [
-            acl(&format!("--user prism on >{PASS} ~* &* +@all")),
+            acl(&format!(
+                "--user prism on >{PASS} {}",
+                ACL_RULES.replace("prism:", "acl:")
+            )),
             acl("--user default off"),
         ]
         .concat(),
