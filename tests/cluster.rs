@@ -787,6 +787,44 @@ fn two_nodes_share_a_limit_over_tls_and_a_node_with_another_ca_refuses_and_serve
 const ACL_RULES: &str = "~prism:* +@connection +set +mget +zadd +zrangebyscore +zremrangebyscore +zcount +eval +evalsha +script|load +time +hmget +hset +pexpire";
 
 #[test]
+fn a_client_certificate_is_sent_when_redis_requires_one() {
+    let _serial = serial();
+    let dir = support::prism::Scratch::new();
+    let ca = support::tls::TestCa::new("prism test Redis CA");
+    let (cert, key) = ca.issue(&["127.0.0.1"]).write(&dir.0, "redis");
+    let ca_file = ca.write_cert(&dir.0, "ca.pem");
+    let (client_cert, client_key) = ca.issue_client("prism-node").write(&dir.0, "client");
+    let redis = RedisServer::start_with(RedisOptions {
+        tls: Some((cert, key, ca_file.clone())),
+        tls_client_certs: true,
+        ..Default::default()
+    });
+    let fake = FakeProvider::start();
+    fake.set_reply("eth_getBalance", Reply::Result(BALANCE_RESULT.into()));
+    let base = format!(
+        "[cluster]\nredis_url = \"{}\"\ntls_ca_file = \"{}\"\nsync_interval_ms = {SYNC_MS}\nprefix = \"mtls\"\n",
+        redis.tls_url(),
+        ca_file.display()
+    );
+    let with_cert = format!(
+        "{base}tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        client_cert.display(),
+        client_key.display()
+    );
+    let a = node(&[&fake], &with_cert).start();
+    let without = node(&[&fake], &base).start();
+    wait_serving(&a, &["p1"]);
+    wait_serving(&without, &["p1"]);
+    assert!(
+        wait_until(Duration::from_secs(5), || cluster(&a)["connected"] == true),
+        "the node with a client certificate did not connect: {}",
+        cluster(&a)
+    );
+    assert_eq!(redis.command(&["ZCARD", "mtls:nodes"]).unwrap(), ":1");
+    assert_refused_but_serving(&without, &["error="]);
+}
+
+#[test]
 fn an_acl_user_shares_state_and_a_wrong_password_is_a_clear_error() {
     let _serial = serial();
     const PASS: &str = "s3cret-acl-pass";

@@ -23,8 +23,10 @@ use crate::support::prism::{free_port, temp_dir};
 /// How to run a [`RedisServer`] beyond the plain default.
 #[derive(Default, Clone)]
 pub struct RedisOptions {
-    /// `--tls-port` with (certificate, key, CA) PEM files; clients are not asked for certificates.
+    /// `--tls-port` with (certificate, key, CA) PEM files.
     pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// With `tls`: require a client certificate signed by the CA (`--tls-auth-clients yes`).
+    pub tls_client_certs: bool,
     /// (user, password) the test's own commands authenticate with (when the default user is off).
     pub auth: Option<(String, String)>,
     /// More `redis-server` arguments, e.g. `--user NAME on >PASS ~* &* +@all`, `--replicaof HOST PORT`.
@@ -157,7 +159,7 @@ impl RedisServer {
             "--tls-ca-cert-file".into(),
             path(ca),
             "--tls-auth-clients".into(),
-            "no".into(),
+            if self.opts.tls_client_certs { "yes" } else { "no" }.into(),
         ]
         .into()
     }
