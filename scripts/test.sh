@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the integration tests use: a real Redis for the cluster tests, headless Chromium for the
+# Debian packages the integration tests use: a real Redis for the cluster tests (their Sentinel runs as
+# `redis-server --sentinel`, so the redis-sentinel package is not needed), headless Chromium for the
 # status page, openssl for test certificates, Python's Prometheus text parser for the metrics test.
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)

@@ -1,7 +1,10 @@
 //! Several Prism nodes sharing health, marks and limits through a real `redis-server` (one per test, on
 //! its own loopback port): a breaker opened on node A steers node B; a key's rate limit is shared within a
 //! few percent; killing Redis mid-load loses no request and overspends at most each node's share; a
-//! restarted Redis brings sharing back; a key's high-water mark reaches the other node.
+//! restarted Redis brings sharing back; a key's high-water mark reaches the other node. Against the Redis
+//! people run: over TLS (`rediss://`, a private CA; a node with the wrong CA refuses and keeps serving),
+//! with an ACL user (a wrong password is a clear error), and through Sentinel (a failover mid-load loses
+//! no request and the nodes follow the new master).
 //!
 //! The tests run one at a time (a file-wide lock): each drives two or three Prism processes, fakes and
 //! Redis on a small machine, and the limit and timing checks are fairer without a neighbour's load.
@@ -17,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redis_server::RedisServer;
+use redis_server::{RedisOptions, RedisServer, Sentinel};
 use support::fake::Reply;
 use support::http::{self, Conn};
 use support::{call, expect_http_result, wait_serving, wait_until, FakeProvider, Mode, Prism, PrismBuilder};
@@ -688,4 +691,337 @@ fn a_peer_ahead_never_makes_a_node_refuse_what_its_own_provider_serves() {
         thread::sleep(Duration::from_millis(20));
     }
     drop(redis);
+}
+
+// ---- the Redis people run: TLS, ACL users, Sentinel ---------------------------------------------------
+
+/// Both nodes share the key limit: what they admit together is the one bucket's, within 10 %.
+fn assert_limit_shared(a: &Prism, b: &Prism, what: &str) {
+    let reference = reference_body(a);
+    assert_eq!(reference_body(b), reference, "{what}: both nodes answer the same bytes");
+    // A full bucket to start from (an earlier load may have emptied it): burst / rate to refill.
+    thread::sleep(Duration::from_secs_f64(BURST / RATE + 0.2));
+    let load = Load::start(&[(0, a.addr()), (1, b.addr())], 2, Duration::from_millis(5));
+    thread::sleep(Duration::from_secs(2));
+    let (recs, elapsed) = load.finish();
+    assert_all_answered(&recs, &reference, what);
+    let total = accepted(&recs, None, None) as f64;
+    let expected = BURST + RATE * elapsed.as_secs_f64();
+    eprintln!("{what}: {total} accepted across both nodes, expected {expected:.1}");
+    assert!(
+        (total - expected).abs() <= expected * 0.10 + LEASE_TARGET,
+        "{what}: accepted {total} across both nodes, expected {expected:.1} ± 10 % (one shared bucket)"
+    );
+}
+
+/// A node that cannot use Redis: it counts errors, says why in its log, and keeps serving reads.
+fn assert_refused_but_serving(n: &Prism, log_says: &[&str]) {
+    let ok = wait_until(Duration::from_secs(5), || {
+        let c = cluster(n);
+        c["connected"] == false && c["redisErrors"].as_u64().unwrap_or(0) >= 2
+    });
+    assert!(
+        ok,
+        "the node should count Redis errors and stay disconnected: {}",
+        cluster(n)
+    );
+    let log = n.log();
+    assert!(
+        log.contains("cluster: Redis unreachable") && log_says.iter().any(|s| log.contains(s)),
+        "the node's log should say why Redis is refused ({log_says:?}):\n{log}"
+    );
+    assert_eq!(
+        read(n, 77),
+        BALANCE_RESULT.as_bytes(),
+        "a node without Redis keeps serving"
+    );
+}
+
+#[test]
+fn two_nodes_share_a_limit_over_tls_and_a_node_with_another_ca_refuses_and_serves() {
+    let _serial = serial();
+    let dir = support::prism::Scratch::new();
+    let ca = support::tls::TestCa::new("prism test Redis CA");
+    let (cert, key) = ca.issue(&["127.0.0.1", "localhost"]).write(&dir.0, "redis");
+    let ca_file = ca.write_cert(&dir.0, "ca.pem");
+    let redis = RedisServer::start_with(RedisOptions {
+        tls: Some((cert, key, ca_file.clone())),
+        ..Default::default()
+    });
+    let fake = FakeProvider::start();
+    fake.set_reply("eth_getBalance", Reply::Result(BALANCE_RESULT.into()));
+    let cluster = |url: &str, ca: &std::path::Path| {
+        format!(
+            "[cluster]\nredis_url = \"{url}\"\ntls_ca_file = \"{}\"\nttl_ms = {TTL_MS}\nsync_interval_ms = {SYNC_MS}\nexpected_nodes = 2\nprefix = \"tls\"\n{}",
+            ca.display(),
+            key_toml(Some((RATE, BURST)))
+        )
+    };
+    let extra = cluster(&redis.tls_url(), &ca_file);
+    let a = node(&[&fake], &extra).start();
+    let b = node(&[&fake], &extra).start();
+    wait_serving(&a, &["p1"]);
+    wait_serving(&b, &["p1"]);
+    wait_cluster(&[&a, &b], Duration::from_secs(5));
+    assert_eq!(
+        redis.command(&["ZCARD", "tls:nodes"]).unwrap(),
+        ":2",
+        "both nodes registered through the TLS port"
+    );
+    assert_limit_shared(&a, &b, "over rediss://");
+
+    // Same server, a CA that did not sign its certificate: refused, counted, logged; the node serves.
+    let other = support::tls::TestCa::new("some other CA");
+    let other_file = other.write_cert(&dir.0, "other-ca.pem");
+    let c = node(&[&fake], &cluster(&redis.tls_url(), &other_file)).start();
+    wait_serving(&c, &["p1"]);
+    assert_refused_but_serving(&c, &["certificate", "UnknownIssuer"]);
+    assert_eq!(
+        redis.command(&["ZCARD", "tls:nodes"]).unwrap(),
+        ":2",
+        "C never registered"
+    );
+}
+
+/// The ACL rules docs/OPERATIONS.md gives for Prism's user (prefix "prism").
+const ACL_RULES: &str = "~prism:* +@connection +set +mget +zadd +zrangebyscore +zremrangebyscore +zcount +eval +evalsha +script|load +time +hmget +hset +pexpire";
+
+#[test]
+fn a_client_certificate_is_sent_when_redis_requires_one() {
+    let _serial = serial();
+    let dir = support::prism::Scratch::new();
+    let ca = support::tls::TestCa::new("prism test Redis CA");
+    let (cert, key) = ca.issue(&["127.0.0.1"]).write(&dir.0, "redis");
+    let ca_file = ca.write_cert(&dir.0, "ca.pem");
+    let (client_cert, client_key) = ca.issue_client("prism-node").write(&dir.0, "client");
+    let redis = RedisServer::start_with(RedisOptions {
+        tls: Some((cert, key, ca_file.clone())),
+        tls_client_certs: true,
+        ..Default::default()
+    });
+    let fake = FakeProvider::start();
+    fake.set_reply("eth_getBalance", Reply::Result(BALANCE_RESULT.into()));
+    let base = format!(
+        "[cluster]\nredis_url = \"{}\"\ntls_ca_file = \"{}\"\nsync_interval_ms = {SYNC_MS}\nprefix = \"mtls\"\n",
+        redis.tls_url(),
+        ca_file.display()
+    );
+    let with_cert = format!(
+        "{base}tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        client_cert.display(),
+        client_key.display()
+    );
+    let a = node(&[&fake], &with_cert).start();
+    let without = node(&[&fake], &base).start();
+    wait_serving(&a, &["p1"]);
+    wait_serving(&without, &["p1"]);
+    assert!(
+        wait_until(Duration::from_secs(5), || cluster(&a)["connected"] == true),
+        "the node with a client certificate did not connect: {}",
+        cluster(&a)
+    );
+    assert_eq!(redis.command(&["ZCARD", "mtls:nodes"]).unwrap(), ":1");
+    assert_refused_but_serving(&without, &["error="]);
+}
+
+#[test]
+fn an_acl_user_shares_state_and_a_wrong_password_is_a_clear_error() {
+    let _serial = serial();
+    const PASS: &str = "s3cret-acl-pass";
+    let acl = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    let redis = RedisServer::start_with(RedisOptions {
+        auth: Some(("prism".into(), PASS.into())),
+        // Least privilege, as docs/OPERATIONS.md gives it: Prism's commands (and its Lua script's) on its prefix.
+        args: [
+            acl(&format!(
+                "--user prism on >{PASS} {}",
+                ACL_RULES.replace("prism:", "acl:")
+            )),
+            acl("--user default off"),
+        ]
+        .concat(),
+        ..Default::default()
+    });
+    assert!(
+        redis_server::command_at(redis.addr(), None, &["PING"])
+            .unwrap()
+            .starts_with("-NOAUTH"),
+        "the default user is off: nothing works without credentials"
+    );
+    let fake = FakeProvider::start();
+    fake.set_reply("eth_getBalance", Reply::Result(BALANCE_RESULT.into()));
+    let tail = format!(
+        "ttl_ms = {TTL_MS}\nsync_interval_ms = {SYNC_MS}\nexpected_nodes = 2\nprefix = \"acl\"\n{}",
+        key_toml(Some((RATE, BURST)))
+    );
+    // A: credentials in the URL; B: explicit keys, the password from the environment.
+    let a = node(
+        &[&fake],
+        &format!(
+            "[cluster]\nredis_url = \"redis://prism:{PASS}@127.0.0.1:{}\"\n{tail}",
+            redis.port()
+        ),
+    )
+    .start();
+    let b = node(
+        &[&fake],
+        &format!(
+            "[cluster]\nredis_url = \"{}\"\nusername = \"prism\"\npassword = \"${{TEST_REDIS_PASSWORD}}\"\n{tail}",
+            redis.url()
+        ),
+    )
+    .env("TEST_REDIS_PASSWORD", PASS)
+    .start();
+    wait_serving(&a, &["p1"]);
+    wait_serving(&b, &["p1"]);
+    wait_cluster(&[&a, &b], Duration::from_secs(5));
+    assert_limit_shared(&a, &b, "as ACL user prism");
+
+    let c = node(
+        &[&fake],
+        &format!(
+            "[cluster]\nredis_url = \"{}\"\nusername = \"prism\"\npassword = \"not-the-password\"\n{tail}",
+            redis.url()
+        ),
+    )
+    .start();
+    wait_serving(&c, &["p1"]);
+    assert_refused_but_serving(&c, &["WRONGPASS", "authentication failed"]);
+    for (n, p) in [&a, &b, &c].iter().enumerate() {
+        let log = p.log();
+        assert!(
+            !log.contains(PASS) && !log.contains("not-the-password"),
+            "node {n} logged a Redis password:\n{log}"
+        );
+    }
+    assert!(
+        a.log().contains("redis://prism:***@127.0.0.1"),
+        "A's log names its Redis with the password redacted:\n{}",
+        a.log()
+    );
+}
+
+#[test]
+fn a_sentinel_failover_mid_load_loses_no_request_and_the_nodes_follow_the_new_master() {
+    let _serial = serial();
+    const NAME: &str = "mymaster";
+    // No 5 s pause before the replica's first sync (the default diskless delay).
+    let master = RedisServer::start_with(RedisOptions {
+        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+        ..Default::default()
+    });
+    let replica = RedisServer::start_with(RedisOptions {
+        args: vec!["--replicaof".into(), "127.0.0.1".into(), master.port().to_string()],
+        ..Default::default()
+    });
+    let sentinel = Sentinel::start(NAME, master.port());
+    let sentinel_url = format!("redis://{}", sentinel.addr());
+    let mut sconn = redis::Client::open(sentinel_url.as_str())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .unwrap();
+    // Sentinel learns the replica from the master's INFO; a failover needs it known and in sync.
+    let known = wait_until(Duration::from_secs(15), || {
+        let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+            .arg("replicas")
+            .arg(NAME)
+            .query(&mut sconn)
+            .unwrap_or_default();
+        replicas.iter().any(|r| {
+            r.get("port") == Some(&replica.port().to_string())
+                && r.get("master-link-status").map(String::as_str) == Some("ok")
+        })
+    });
+    assert!(known, "sentinel never saw the replica in sync:\n{}", sentinel.log());
+
+    let fake = FakeProvider::start();
+    fake.set_reply("eth_getBalance", Reply::Result(BALANCE_RESULT.into()));
+    let extra = format!(
+        "[cluster]\nsentinels = [\"{}\"]\nsentinel_master = \"{NAME}\"\nttl_ms = {TTL_MS}\nsync_interval_ms = {SYNC_MS}\nexpected_nodes = 2\nprefix = \"sent\"\n{}",
+        sentinel.addr(),
+        key_toml(Some((RATE, BURST)))
+    );
+    let a = node(&[&fake], &extra).start();
+    let b = node(&[&fake], &extra).start();
+    wait_serving(&a, &["p1"]);
+    wait_serving(&b, &["p1"]);
+    wait_cluster(&[&a, &b], Duration::from_secs(5));
+    assert_eq!(
+        master.command(&["ZCARD", "sent:nodes"]).unwrap(),
+        ":2",
+        "both nodes write to the master"
+    );
+    let reference = reference_body(&a);
+    assert_eq!(reference_body(&b), reference);
+
+    let load = Load::start(&[(0, a.addr()), (1, b.addr())], 2, Duration::from_millis(5));
+    thread::sleep(Duration::from_millis(1000));
+    let answer: String = redis::cmd("SENTINEL")
+        .arg("failover")
+        .arg(NAME)
+        .query(&mut sconn)
+        .unwrap();
+    assert_eq!(answer, "OK");
+    let failover = Instant::now();
+    let promoted = wait_until(Duration::from_secs(15), || {
+        replica.command(&["ROLE"]).is_ok_and(|r| r == "*3")
+            && redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(NAME)
+                .query::<(String, u16)>(&mut sconn)
+                .is_ok_and(|(_, port)| port == replica.port())
+    });
+    assert!(
+        promoted,
+        "sentinel did not promote the replica within 15 s:\n{}",
+        sentinel.log()
+    );
+    let promoted_ms = failover.elapsed().as_millis();
+
+    // The new master takes writes now. Only a node writing to it brings back what is deleted there.
+    let ids = [node_id(&a), node_id(&b)];
+    let mut last = String::new();
+    let followed = wait_until(Duration::from_secs(10), || {
+        for id in &ids {
+            let _ = replica.command(&["DEL", &format!("sent:node:{id}")]);
+        }
+        thread::sleep(Duration::from_millis(4 * SYNC_MS));
+        last = ids
+            .iter()
+            .map(|id| {
+                replica
+                    .command(&["EXISTS", &format!("sent:node:{id}")])
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        last == ":1,:1"
+    });
+    let followed_ms = failover.elapsed().as_millis();
+    assert!(
+        followed,
+        "the nodes did not write to the new master within 10 s of its promotion ({last}); A's log:\n{}\nsentinel log:\n{}",
+        a.log(),
+        sentinel.log()
+    );
+    wait_cluster(&[&a, &b], Duration::from_secs(5));
+    thread::sleep(Duration::from_millis(500));
+    let (recs, _) = load.finish();
+    eprintln!(
+        "sentinel failover: replica promoted {promoted_ms} ms after SENTINEL FAILOVER; both nodes writing to it at {followed_ms} ms; {} requests during the run",
+        recs.len()
+    );
+    assert_all_answered(&recs, &reference, "Sentinel failover mid-load");
+    assert!(
+        recs.iter().filter(|r| r.at > failover).count() > 100,
+        "the load kept running through the failover"
+    );
+    for (n, p) in [&a, &b].iter().enumerate() {
+        assert!(
+            p.log().contains(&format!("127.0.0.1:{}", replica.port())),
+            "node {n} should log the new master Sentinel names:\n{}",
+            p.log()
+        );
+    }
+    assert_limit_shared(&a, &b, "after the failover");
 }

@@ -14,6 +14,10 @@
 //! entry that claims to live far in the future is ignored; a token grant outside `0..=asked` is clamped.
 //! Each refusal is counted (`prism_cluster_refused_total`) and logged at warn, at most once per
 //! [`WARN_EVERY_MS`].
+//!
+//! The connection itself (URL or Sentinel, TLS, ACL credentials) is [`link`]'s.
+
+mod link;
 
 use std::cell::Cell;
 use std::fmt::Write as _;
@@ -29,6 +33,7 @@ use crate::core::marks::MarkKey;
 use crate::core::state::NetworkLive;
 use crate::runtime::Shutdown;
 use crate::telemetry::clock::now_ms;
+use link::{Link, LinkError};
 
 /// A peer as this node last saw it.
 #[derive(Debug, Clone)]
@@ -144,6 +149,9 @@ struct Sync {
     keys: Arc<KeyRing>,
     state: Arc<ClusterState>,
     conn: Option<redis::Connection>,
+    link: Link,
+    /// This outage (or the failures since start) was logged: one warning each, not one per sync.
+    outage_logged: bool,
     script: redis::Script,
     nodes: u32,
     /// Process-clock ms of the last warning about a refused value (rate limit).
@@ -159,6 +167,7 @@ impl Sync {
         state: Arc<ClusterState>,
     ) -> Self {
         let nodes = cluster.expected_nodes.max(1);
+        let link = Link::new(&cluster);
         Sync {
             cluster,
             config: config_cell.load_full(),
@@ -168,6 +177,8 @@ impl Sync {
             lives,
             state,
             conn: None,
+            link,
+            outage_logged: false,
             script: redis::Script::new(LEASE_SCRIPT),
             nodes,
             warned_ms: Cell::new(0),
@@ -181,16 +192,19 @@ impl Sync {
             self.refresh();
             match self.sync_once() {
                 Ok(()) => {
+                    self.outage_logged = false;
                     if !self.state.connected.swap(true, Ordering::AcqRel) {
-                        tracing::info!(node = %self.state.node_id, "cluster: Redis reachable; sharing state and limits");
+                        tracing::info!(node = %self.state.node_id, redis = %self.link.describe(), "cluster: Redis reachable; sharing state and limits");
                     }
                     self.state.last_sync_ms.store(wall_ms(), Ordering::Relaxed);
                 }
                 Err(e) => {
                     self.conn = None;
                     self.state.errors.fetch_add(1, Ordering::Relaxed);
-                    if self.state.connected.swap(false, Ordering::AcqRel) {
-                        tracing::warn!(error = %e, nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share");
+                    let was_connected = self.state.connected.swap(false, Ordering::AcqRel);
+                    if was_connected || !self.outage_logged {
+                        self.outage_logged = true;
+                        tracing::warn!(error = %e, redis = %self.link.describe(), nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share (retrying every sync; errors counted in prism_cluster_redis_errors_total)");
                     }
                     self.fall_back();
                     // Peers cannot be seen without Redis; their advisory state expires on its own.
@@ -208,13 +222,12 @@ impl Sync {
         self.keys = self.keys_cell.load_full();
     }
 
-    fn connection(&mut self) -> redis::RedisResult<&mut redis::Connection> {
+    fn connection(&mut self) -> Result<&mut redis::Connection, LinkError> {
+        if self.conn.is_some() && self.link.master_moved() {
+            self.conn = None;
+        }
         if self.conn.is_none() {
-            let client = redis::Client::open(self.cluster.redis_url.as_str())?;
-            let conn = client.get_connection_with_timeout(Duration::from_millis(300))?;
-            conn.set_read_timeout(Some(Duration::from_millis(500)))?;
-            conn.set_write_timeout(Some(Duration::from_millis(500)))?;
-            self.conn = Some(conn);
+            self.conn = Some(self.link.connect()?);
         }
         Ok(self.conn.as_mut().expect("just connected"))
     }
@@ -234,7 +247,7 @@ impl Sync {
         format!("{}:{parts}", self.cluster.prefix)
     }
 
-    fn sync_once(&mut self) -> redis::RedisResult<()> {
+    fn sync_once(&mut self) -> Result<(), LinkError> {
         let payload = self.payload();
         let ttl = self.cluster.ttl_ms.max(1);
         let now = wall_ms();
@@ -418,7 +431,7 @@ impl Sync {
     }
 
     /// Tops up leased tokens for every shared limit: about two sync intervals' worth, at least one.
-    fn lease(&mut self) -> redis::RedisResult<()> {
+    fn lease(&mut self) -> Result<(), LinkError> {
         let tick_s = self.cluster.sync_interval_ms as f64 / 1000.0;
         let mut wants: Vec<(String, f64, u32, i64, LeaseTarget)> = Vec::new();
         for (k, entry) in self.keys.entries().iter().enumerate() {

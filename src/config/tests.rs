@@ -109,16 +109,139 @@ fn head_plausibility_keys_default_and_validate() {
     assert!(err.starts_with("networks[0].block_time_ms:"), "{err}");
 }
 
+fn cluster_err(section: &str) -> String {
+    let text = format!("{MINIMAL}[cluster]\n{section}\n");
+    Config::from_toml_with(&text, no_env).unwrap_err().to_string()
+}
+
+fn cluster_ok(section: &str) -> Cluster {
+    let text = format!("{MINIMAL}[cluster]\n{section}\n");
+    Config::from_toml_with(&text, no_env).unwrap().cluster.unwrap()
+}
+
 #[test]
-fn rediss_is_refused_naming_the_field() {
-    let tls = format!("{MINIMAL}[cluster]\nredis_url = \"rediss://redis.example.com:6380\"\n");
-    let err = Config::from_toml_with(&tls, no_env).unwrap_err().to_string();
-    assert!(
-        err.starts_with("cluster.redis_url:") && err.contains("rediss://"),
-        "{err}"
+fn redis_urls_plain_tls_and_with_credentials_load() {
+    let c = cluster_ok(r#"redis_url = "redis://127.0.0.1:6379""#);
+    assert_eq!(c.redis_url.as_deref(), Some("redis://127.0.0.1:6379"));
+    cluster_ok(r#"redis_url = "rediss://redis.example.com:6380""#);
+    cluster_ok(r#"redis_url = "rediss://prism:s3cret@redis.example.com:6380/0""#);
+    let c = cluster_ok("redis_url = \"rediss://redis.example.com:6380\"\nusername = \"prism\"\npassword = \"pw\"");
+    assert_eq!(c.username.as_deref(), Some("prism"));
+}
+
+#[test]
+fn cluster_password_comes_from_the_environment() {
+    let text = format!("{MINIMAL}[cluster]\nredis_url = \"redis://h:6379\"\npassword = \"${{REDIS_PASSWORD}}\"\n");
+    let env = |n: &str| (n == "REDIS_PASSWORD").then(|| "from-env".to_string());
+    let c = Config::from_toml_with(&text, env).unwrap().cluster.unwrap();
+    assert_eq!(c.password.as_deref(), Some("from-env"));
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("from-env") && shown.contains("***"), "{shown}");
+}
+
+#[test]
+fn cluster_errors_name_the_field() {
+    for (section, field, says) in [
+        ("ttl_ms = 5", "cluster.redis_url:", "required"),
+        (r#"redis_url = "http://h:6379""#, "cluster.redis_url:", "redis://"),
+        (
+            r#"redis_url = "rediss://h:6380/#insecure""#,
+            "cluster.redis_url:",
+            "always verified",
+        ),
+        (r#"redis_url = "redis://""#, "cluster.redis_url:", "no host"),
+        (
+            "redis_url = \"redis://h:6379\"\nsentinels = [\"h:26379\"]\nsentinel_master = \"m\"",
+            "cluster.sentinels:",
+            "not both",
+        ),
+        (r#"sentinels = ["h:26379"]"#, "cluster.sentinel_master:", "required"),
+        (
+            "sentinels = [\"h\"]\nsentinel_master = \"m\"",
+            "cluster.sentinels[0]:",
+            "host:port",
+        ),
+        (
+            "sentinels = [\"h:1\", \"redis://h:26379\"]\nsentinel_master = \"m\"",
+            "cluster.sentinels[1]:",
+            "host:port",
+        ),
+        (
+            "redis_url = \"redis://h:6379\"\nsentinel_master = \"m\"",
+            "cluster.sentinel_master:",
+            "sentinels",
+        ),
+        (
+            "redis_url = \"redis://h:6379\"\nsentinel_tls = true",
+            "cluster.sentinel_tls:",
+            "sentinels",
+        ),
+        (
+            "redis_url = \"redis://h:6379\"\nusername = \"u\"",
+            "cluster.username:",
+            "cluster.password",
+        ),
+        (
+            "redis_url = \"redis://u:p@h:6379\"\npassword = \"q\"",
+            "cluster.password:",
+            "one place",
+        ),
+        (
+            "redis_url = \"redis://h:6379\"\ntls_ca_file = \"/etc/hostname\"",
+            "cluster.tls_ca_file:",
+            "rediss://",
+        ),
+        (
+            "redis_url = \"rediss://h:6379\"\ntls_ca_file = \"/nonexistent/ca.pem\"",
+            "cluster.tls_ca_file:",
+            "cannot read",
+        ),
+        (
+            "redis_url = \"rediss://h:6379\"\ntls_cert_file = \"/etc/hostname\"",
+            "cluster.tls_key_file:",
+            "tls_cert_file",
+        ),
+        (
+            "sentinels = [\"h:26379\"]\nsentinel_master = \"m\"\nsentinel_username = \"u\"",
+            "cluster.sentinel_username:",
+            "sentinel_password",
+        ),
+    ] {
+        let err = cluster_err(section);
+        assert!(err.starts_with(field) && err.contains(says), "{section:?}: {err}");
+    }
+}
+
+#[test]
+fn sentinel_configs_load() {
+    let c = cluster_ok(
+        "sentinels = [\"10.0.0.1:26379\", \"[::1]:26379\"]\nsentinel_master = \"mymaster\"\npassword = \"x\"",
     );
-    let plain = format!("{MINIMAL}[cluster]\nredis_url = \"redis://127.0.0.1:6379\"\n");
-    Config::from_toml_with(&plain, no_env).unwrap();
+    assert_eq!(c.sentinels.len(), 2);
+    assert!(c.redis_url.is_none());
+    cluster_ok(
+        "sentinels = [\"h:26379\"]\nsentinel_master = \"m\"\nsentinel_tls = true\ntls_ca_file = \"/etc/hostname\"",
+    );
+}
+
+#[test]
+fn urls_are_redacted_for_logs() {
+    assert_eq!(redact_url("redis://u:pw@h:6379/0"), "redis://u:***@h:6379/0");
+    assert_eq!(redact_url("rediss://:pw@h:6380"), "rediss://:***@h:6380");
+    assert_eq!(redact_url("redis://maybe-a-password@h"), "redis://***@h");
+    assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+    assert_eq!(
+        redact_url("redis://u:p@ss@h:1"),
+        "redis://u:***@h:1",
+        "the last @ ends the userinfo"
+    );
+    assert_eq!(redact_url("redis://h:1/?q=a@b"), "redis://h:1/?q=a@b");
+    let c = cluster_ok(r#"redis_url = "redis://prism:hunter2@h:6379""#);
+    let shown = format!("{c:?}");
+    assert!(
+        !shown.contains("hunter2") && shown.contains("prism:***@h:6379"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Semantic checks serde cannot express. Each error names the field as `section[index].key`.
 
-use super::{Config, ConfigError, NetworkKind, ProviderRole};
+use super::{Cluster, Config, ConfigError, NetworkKind, ProviderRole};
 use crate::config::endpoint::{Endpoint, Scheme};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -49,17 +49,7 @@ impl Config {
         self.validate_networks()?;
         self.validate_keys()?;
         if let Some(c) = &self.cluster {
-            if c.redis_url.starts_with("rediss://") {
-                // This build's Redis client has no TLS: refusing beats a cluster that silently never syncs.
-                return Err(ConfigError::invalid(
-                    "cluster.redis_url",
-                    "rediss:// (Redis over TLS) is not supported by this build; use redis:// on a private network or through a local TLS tunnel (stunnel, spiped)",
-                ));
-            }
-            if !c.redis_url.starts_with("redis://") {
-                return Err(ConfigError::invalid("cluster.redis_url", "must start with redis://"));
-            }
-            positive("cluster.ttl_ms", c.ttl_ms)?;
+            validate_cluster(c)?;
         }
         Ok(())
     }
@@ -374,5 +364,145 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// `[cluster]`: one way to find Redis, TLS settings only where TLS is used, credentials that can be sent.
+/// Messages never repeat a URL's userinfo.
+fn validate_cluster(c: &Cluster) -> R {
+    let tls = match (&c.redis_url, c.sentinels.is_empty()) {
+        (None, true) => {
+            return Err(ConfigError::invalid(
+                "cluster.redis_url",
+                "required (or cluster.sentinels with cluster.sentinel_master)",
+            ))
+        }
+        (Some(_), false) => {
+            return Err(ConfigError::invalid(
+                "cluster.sentinels",
+                "give cluster.redis_url or cluster.sentinels, not both",
+            ))
+        }
+        (Some(url), true) => validate_redis_url(c, url)?,
+        (None, false) => validate_sentinels(c)?,
+    };
+    if c.sentinels.is_empty() {
+        for (field, set) in [
+            ("cluster.sentinel_master", c.sentinel_master.is_some()),
+            ("cluster.sentinel_tls", c.sentinel_tls),
+            ("cluster.sentinel_username", c.sentinel_username.is_some()),
+            ("cluster.sentinel_password", c.sentinel_password.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(field, "only used with cluster.sentinels"));
+            }
+        }
+    }
+    if c.username.is_some() && c.password.is_none() {
+        return Err(ConfigError::invalid("cluster.username", "needs cluster.password"));
+    }
+    if c.sentinel_username.is_some() && c.sentinel_password.is_none() {
+        return Err(ConfigError::invalid(
+            "cluster.sentinel_username",
+            "needs cluster.sentinel_password",
+        ));
+    }
+    let files = [
+        ("cluster.tls_ca_file", &c.tls_ca_file),
+        ("cluster.tls_cert_file", &c.tls_cert_file),
+        ("cluster.tls_key_file", &c.tls_key_file),
+    ];
+    for (field, file) in files {
+        let Some(path) = file else { continue };
+        if !tls {
+            return Err(ConfigError::invalid(
+                field,
+                "needs TLS: a rediss:// cluster.redis_url (or cluster.sentinel_tls = true)",
+            ));
+        }
+        std::fs::metadata(path).map_err(|e| ConfigError::invalid(field, format!("cannot read {path}: {e}")))?;
+    }
+    match (&c.tls_cert_file, &c.tls_key_file) {
+        (Some(_), None) => Err(ConfigError::invalid(
+            "cluster.tls_key_file",
+            "needed with cluster.tls_cert_file",
+        )),
+        (None, Some(_)) => Err(ConfigError::invalid(
+            "cluster.tls_cert_file",
+            "needed with cluster.tls_key_file",
+        )),
+        _ => positive("cluster.ttl_ms", c.ttl_ms),
+    }
+}
+
+/// Whether the URL asks for TLS.
+fn validate_redis_url(c: &Cluster, url: &str) -> Result<bool, ConfigError> {
+    const FIELD: &str = "cluster.redis_url";
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("rediss://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("redis://") {
+        (false, rest)
+    } else {
+        return Err(ConfigError::invalid(
+            FIELD,
+            "must start with redis:// or rediss:// (TLS)",
+        ));
+    };
+    if rest.contains('#') {
+        // The Redis client reads `#insecure` as "skip certificate checks": never accepted here.
+        return Err(ConfigError::invalid(
+            FIELD,
+            "a #fragment (#insecure) is not accepted: certificates are always verified; trust a private CA with cluster.tls_ca_file",
+        ));
+    }
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if host.is_empty() || host.starts_with(':') {
+        return Err(ConfigError::invalid(FIELD, "names no host"));
+    }
+    if let Some(u) = userinfo {
+        if c.password.is_some() && u.contains(':') {
+            return Err(ConfigError::invalid(
+                "cluster.password",
+                "cluster.redis_url has a password too: give it in one place",
+            ));
+        }
+        if c.username.is_some() && !u.starts_with(':') {
+            return Err(ConfigError::invalid(
+                "cluster.username",
+                "cluster.redis_url has a user too: give it in one place",
+            ));
+        }
+    }
+    Ok(tls)
+}
+
+/// Whether the sentinels (and the master they name) are reached over TLS.
+fn validate_sentinels(c: &Cluster) -> Result<bool, ConfigError> {
+    for (i, s) in c.sentinels.iter().enumerate() {
+        let field = format!("cluster.sentinels[{i}]");
+        let Some((host, port)) = s.rsplit_once(':') else {
+            return Err(ConfigError::invalid(field, "must be host:port"));
+        };
+        if host.is_empty() || host.contains('/') || port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(ConfigError::invalid(
+                field,
+                "must be host:port (no scheme, a port 1-65535)",
+            ));
+        }
+    }
+    match c.sentinel_master.as_deref() {
+        None => Err(ConfigError::invalid(
+            "cluster.sentinel_master",
+            "required with cluster.sentinels: the name in `sentinel monitor NAME ...`",
+        )),
+        Some(m) if m.is_empty() || m.contains(char::is_whitespace) => Err(ConfigError::invalid(
+            "cluster.sentinel_master",
+            "must be a master name without spaces",
+        )),
+        Some(_) => Ok(c.sentinel_tls),
     }
 }

@@ -80,6 +80,23 @@ impl TestCa {
         }
     }
 
+    /// A client certificate (mTLS) for `name`.
+    pub fn issue_client(&self, name: &str) -> Issued {
+        let key = KeyPair::generate().expect("generate client key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("issue client cert");
+        Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().to_vec(),
+        }
+    }
+
     /// A rustls client config that trusts exactly this CA.
     pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
         client_config_trusting(&self.cert_pem())
