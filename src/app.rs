@@ -105,7 +105,19 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         .iter()
         .map(|n| NetworkLive::new(n, &config.policy.breaker, config.keys.len()))
         .collect();
-    let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
+    let provider_counts: Vec<usize> = config.networks.iter().map(|n| n.providers.len()).collect();
+    let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
+        .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
+        .collect();
+    let totals = Arc::new(arc_swap::ArcSwap::from_pointee(Default::default()));
+    let to_aggregator = crate::upstream::health::spawn_aggregator(
+        crate::upstream::health::Inputs {
+            networks: lives.clone(),
+            metrics: metrics.clone(),
+            totals: totals.clone(),
+        },
+        shutdown.clone(),
+    );
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let keys = Arc::new(KeyRing::from_config(&config));
     // SIGHUP's default action ends the process: catch it whatever is configured.
@@ -122,10 +134,6 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         }
         None => None,
     };
-    let provider_counts: Vec<usize> = config.networks.iter().map(|n| n.providers.len()).collect();
-    let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
-        .map(|_| Arc::new(ShardMetrics::new(&provider_counts, config.keys.len())))
-        .collect();
     let cluster = crate::cluster::start(&config, lives.clone(), keys.clone(), shutdown.clone());
     let view = Arc::new(AdminView {
         cluster,
@@ -135,6 +143,8 @@ pub fn serve(config: Config, shutdown: Shutdown, on_ready: impl FnOnce(Arc<Admin
         keys: keys.clone(),
         open_connections: open_global.clone(),
         started: Instant::now(),
+        totals,
+        solana: solana.clone(),
     });
     let shard_gate = gate.clone();
     let shard_lives = lives.clone();

@@ -30,6 +30,10 @@ pub struct AdminView {
     pub keys: Arc<KeyRing>,
     pub open_connections: Arc<AtomicUsize>,
     pub started: Instant,
+    /// Node-wide rates the health aggregator derives (`telemetry::totals`), for the status page.
+    pub totals: Arc<arc_swap::ArcSwap<crate::telemetry::totals::Totals>>,
+    /// Each solana-magic network's shared state, by network index (`None` for EVM networks).
+    pub solana: Vec<Option<Arc<crate::solana::SolanaNet>>>,
 }
 
 const STATUS_PAGE: &str = include_str!("status_page.html");
@@ -323,9 +327,13 @@ impl AdminView {
                             overflow: p.overflow,
                             outlier_heads: live.providers[i].outlier_heads.load(Ordering::Relaxed),
                             claimed_head: live.providers[i].claimed_head.load(Ordering::Relaxed),
+                            badge: "",
+                            badge_reason: String::new(),
                         }
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
+                let mut providers = providers;
+                self.set_badges(n, &mut providers);
                 NetworkRows {
                     name: net.name.clone(),
                     kind: match net.kind {
@@ -365,7 +373,7 @@ impl AdminView {
                 }
                 let _ = write!(
                     out,
-                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}}}"#,
+                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}"#,
                     json_str(&r.name),
                     r.region.as_deref().map_or("null".to_string(), json_str),
                     r.state,
@@ -383,10 +391,15 @@ impl AdminView {
                     r.outlier_heads,
                     r.claimed_head,
                 );
+                self.write_provider_board(&mut out, n, i, r);
+                out.push('}');
             }
-            out.push_str("]}");
+            out.push(']');
+            self.write_network_board(&mut out, n);
+            out.push('}');
         }
         out.push(']');
+        self.write_totals(&mut out);
         if let Some(c) = &self.cluster {
             let lag = c.lag_ms();
             let _ = write!(
@@ -451,9 +464,12 @@ pub struct ProviderRow {
     /// Implausible heads reported so far, and the last one (0 = none).
     pub outlier_heads: u64,
     pub claimed_head: u64,
+    /// "green", "amber" or "red" (`telemetry::badge`), and why.
+    pub badge: &'static str,
+    pub badge_reason: String,
 }
 
-fn json_str(s: &str) -> String {
+pub(super) fn json_str(s: &str) -> String {
     let mut v = Vec::new();
     crate::rpc::wire::write_json_str(&mut v, s);
     String::from_utf8(v).unwrap_or_default()
