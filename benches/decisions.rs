@@ -60,6 +60,7 @@ fn routing(c: &mut Criterion) {
                 })
                 .collect(),
             built_at_ms: 0,
+            history: Default::default(),
         };
         for i in 0..n {
             live.observe_head(ProviderId::new(i), 1_000_000 - (i as u64 % 3));

@@ -183,8 +183,8 @@ fn status(admin: SocketAddr) -> anyhow::Result<()> {
             num(net.get("bestHead"))
         );
         println!(
-            "  {:<16} {:>9} {:>9} {:>9} {:>7} {:>12} {:>6}  state",
-            "provider", "p50", "p99", "success", "share", "head", "lag"
+            "  {:<16} {:>9} {:>9} {:>9} {:>7} {:>12} {:>6}  {:<6} state",
+            "provider", "p50", "p99", "success", "share", "head", "lag", "badge"
         );
         for p in net
             .get("providers")
@@ -192,7 +192,7 @@ fn status(admin: SocketAddr) -> anyhow::Result<()> {
             .map_or(&[][..], |a| a.as_slice())
         {
             println!(
-                "  {:<16} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>12} {:>6}  {}",
+                "  {:<16} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>12} {:>6}  {:<6} {}",
                 text(p.get("name")),
                 num(p.get("p50Ms")),
                 num(p.get("p99Ms")),
@@ -200,6 +200,7 @@ fn status(admin: SocketAddr) -> anyhow::Result<()> {
                 num(p.get("share")) * 100.0,
                 num(p.get("head")),
                 num(p.get("lag")),
+                text(p.get("badge")),
                 text(p.get("state"))
             );
         }

@@ -117,7 +117,20 @@ pub fn serve(
         .iter()
         .map(|n| NetworkLive::new(n, &config.policy.breaker, keys.capacity()))
         .collect();
-    let to_aggregator = crate::upstream::health::spawn_aggregator(lives.clone(), shutdown.clone());
+    // Every network has room for every provider slot a reload may fill (see `config::changes`).
+    let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
+    let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
+        .map(|_| Arc::new(ShardMetrics::new(&slots, keys.capacity())))
+        .collect();
+    let totals = Arc::new(arc_swap::ArcSwap::from_pointee(Default::default()));
+    let to_aggregator = crate::upstream::health::spawn_aggregator(
+        crate::upstream::health::Inputs {
+            networks: lives.clone(),
+            metrics: metrics.clone(),
+            totals: totals.clone(),
+        },
+        shutdown.clone(),
+    );
     let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // SIGHUP's default action ends the process: catch it whatever is configured.
     if let Err(e) = crate::runtime::hangup::install() {
@@ -133,11 +146,6 @@ pub fn serve(
         }
         None => None,
     };
-    // Every network has room for every provider slot a reload may fill (see `config::changes`).
-    let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
-    let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
-        .map(|_| Arc::new(ShardMetrics::new(&slots, keys.capacity())))
-        .collect();
     let config_cell = Arc::new(ArcSwap::new(config.clone()));
     let keys_cell = Arc::new(ArcSwap::new(keys.clone()));
     let world: Arc<WorldCell> = Arc::new(ArcSwap::from_pointee(World {
@@ -174,6 +182,8 @@ pub fn serve(
         reloader: reloader
             .has_file()
             .then(|| reloader.clone() as Arc<dyn crate::edge::admin::Reload>),
+        totals,
+        solana: solana.clone(),
     });
     let shard_gate = gate.clone();
     let shard_lives = lives.clone();

@@ -34,6 +34,10 @@ pub struct AdminView {
     pub started: Instant,
     /// Config reloads (`POST /reload`), when the node was started from a config file.
     pub reloader: Option<Arc<dyn Reload>>,
+    /// Node-wide rates the health aggregator derives (`telemetry::totals`), for the status page.
+    pub totals: Arc<arc_swap::ArcSwap<crate::telemetry::totals::Totals>>,
+    /// Each solana-magic network's shared state, by network index (`None` for EVM networks).
+    pub solana: Vec<Option<Arc<crate::solana::SolanaNet>>>,
 }
 
 /// How a config reload went: for the log, `/status` and `prism reload`'s exit status.
@@ -383,6 +387,7 @@ impl AdminView {
                         let h = health.providers.get(i.index()).cloned().unwrap_or_default();
                         let head = live.slot(i).head.load(Ordering::Relaxed);
                         ProviderRow {
+                            slot: i.index(),
                             name: p.name.clone(),
                             region: p.region.clone(),
                             state: live.describe(i, now),
@@ -404,9 +409,13 @@ impl AdminView {
                             overflow: p.overflow,
                             outlier_heads: live.slot(i).outlier_heads.load(Ordering::Relaxed),
                             claimed_head: live.slot(i).claimed_head.load(Ordering::Relaxed),
+                            badge: "",
+                            badge_reason: String::new(),
                         }
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
+                let mut providers = providers;
+                self.set_badges(n, &mut providers);
                 NetworkRows {
                     name: net.name.clone(),
                     kind: match net.kind {
@@ -446,7 +455,7 @@ impl AdminView {
                 }
                 let _ = write!(
                     out,
-                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}}}"#,
+                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}"#,
                     json_str(&r.name),
                     r.region.as_deref().map_or("null".to_string(), json_str),
                     r.state,
@@ -464,10 +473,15 @@ impl AdminView {
                     r.outlier_heads,
                     r.claimed_head,
                 );
+                self.write_provider_board(&mut out, n, r.slot, r);
+                out.push('}');
             }
-            out.push_str("]}");
+            out.push(']');
+            self.write_network_board(&mut out, n);
+            out.push('}');
         }
         out.push(']');
+        self.write_totals(&mut out);
         if let Some(c) = &self.cluster {
             let lag = c.lag_ms();
             let _ = write!(
@@ -522,6 +536,8 @@ pub struct NetworkRows {
 /// One provider as operators see it. Rolling figures are over the last 5 minutes.
 #[derive(Debug, Clone)]
 pub struct ProviderRow {
+    /// The provider's slot (`ProviderId`): where its figures are kept.
+    pub slot: usize,
     pub name: String,
     pub region: Option<String>,
     pub state: &'static str,
@@ -539,9 +555,12 @@ pub struct ProviderRow {
     /// Implausible heads reported so far, and the last one (0 = none).
     pub outlier_heads: u64,
     pub claimed_head: u64,
+    /// "green", "amber" or "red" (`telemetry::badge`), and why.
+    pub badge: &'static str,
+    pub badge_reason: String,
 }
 
-fn json_str(s: &str) -> String {
+pub(super) fn json_str(s: &str) -> String {
     let mut v = Vec::new();
     crate::rpc::wire::write_json_str(&mut v, s);
     String::from_utf8(v).unwrap_or_default()

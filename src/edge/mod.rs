@@ -10,6 +10,7 @@ pub mod reply;
 pub mod rpc;
 pub mod server;
 pub mod shard;
+mod status_board;
 pub mod tls;
 pub mod ws;
 

@@ -2,6 +2,7 @@
 //! each ephemeral rollup, the delegation program, and the lock-free memories of where signatures and
 //! blockhashes came from.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use super::memo::Memo;
@@ -54,6 +55,24 @@ pub enum NetError {
     TooMany { network: String },
 }
 
+/// Counts over every shard's delegation table, for the status page (read-only there). Each shard keeps its
+/// own table, so an account two shards touched counts twice, as in `prism_solana_*_accounts`.
+#[derive(Debug, Default)]
+pub struct TableCounts {
+    pub tracked: AtomicI64,
+    pub delegated: AtomicI64,
+    /// Entries whose subscription was lost or refused: the next request refetches before routing.
+    pub limbo: AtomicI64,
+}
+
+impl TableCounts {
+    /// (tracked, delegated, in limbo), never below zero.
+    pub fn read(&self) -> (u64, u64, u64) {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed).max(0) as u64;
+        (get(&self.tracked), get(&self.delegated), get(&self.limbo))
+    }
+}
+
 pub struct SolanaNet {
     pub name: String,
     pub program: Pubkey,
@@ -69,6 +88,7 @@ pub struct SolanaNet {
     pub blockhashes: Memo,
     /// caller → `Dest::code` of the chain that issued the caller's latest blockhash.
     pub callers: Memo,
+    pub counts: TableCounts,
 }
 
 impl SolanaNet {
@@ -132,6 +152,7 @@ impl SolanaNet {
             signatures: Memo::new(1 << 16),
             blockhashes: Memo::new(1 << 14),
             callers: Memo::new(1 << 12),
+            counts: TableCounts::default(),
         }))
     }
 

@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
@@ -144,6 +145,7 @@ impl SolanaRoute {
         let (entry, new) = self.table.entry(&self.net, account);
         if new {
             self.route.recorder.metrics().solana(SolanaMetric::TrackedAccounts, 1);
+            self.net.counts.tracked.fetch_add(1, Ordering::Relaxed);
             self.ensure_link();
             self.link.subscribe(&entry);
         }
@@ -215,9 +217,10 @@ impl SolanaRoute {
                             .recorder
                             .metrics()
                             .solana(SolanaMetric::DelegatedAccounts, moved);
+                        self.net.counts.delegated.fetch_add(moved, Ordering::Relaxed);
                         // Trusted only once a confirmed subscription keeps it fresh: a read made before the
                         // subscription is back serves this request, not the next.
-                        entry.limbo.set(entry.sub.get().is_none());
+                        entry.set_limbo(&self.net, entry.sub.get().is_none());
                         Ok(())
                     }
                     _ => Err(ProxyError::NotServed(
@@ -348,7 +351,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         };
         tracing::warn!(network = %s.net.name, provider = %s.route.upstreams[p].name, why, "base-layer WebSocket down: delegated accounts in limbo until refetched");
         for entry in s.table.all() {
-            entry.limbo.set(true);
+            entry.set_limbo(&s.net, true);
             entry.sub.set(None);
             entry.asked.set(false);
             entry.changed.notify(usize::MAX);
@@ -447,6 +450,7 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
                     .recorder
                     .metrics()
                     .solana(SolanaMetric::DelegatedAccounts, moved);
+                s.net.counts.delegated.fetch_add(moved, Ordering::Relaxed);
             }
             return;
         }
@@ -470,7 +474,7 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
         }
         None => {
             tracing::warn!(network = %s.net.name, account = %account, "base layer refused a record subscription; reading it on every request");
-            entry.limbo.set(true);
+            entry.set_limbo(&s.net, true);
             entry.changed.notify(usize::MAX);
         }
     }

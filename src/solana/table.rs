@@ -31,7 +31,10 @@ pub struct Entry {
     pub status: Cell<Status>,
     /// Base-layer slot of the last applied read or notification: an older one never overwrites it.
     pub slot: Cell<u64>,
+    /// Read it through `trusted`; change it through `set_limbo` (which keeps `TableCounts::limbo`).
     pub limbo: Cell<bool>,
+    /// Held by the table (not a one-off entry made while the table was full): only those are counted.
+    pub kept: Cell<bool>,
     pub fetching: Cell<bool>,
     /// Upstream subscription id on the base link, once confirmed.
     pub sub: Cell<Option<u64>>,
@@ -42,6 +45,16 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Sets the limbo flag and moves the network's count of entries in limbo with it.
+    pub fn set_limbo(&self, net: &SolanaNet, limbo: bool) {
+        let old = self.limbo.replace(limbo);
+        if self.kept.get() && old != limbo {
+            net.counts
+                .limbo
+                .fetch_add(if limbo { 1 } else { -1 }, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     pub fn trusted(&self) -> Option<Status> {
         let s = self.status.get();
         (s != Status::Unknown && !self.limbo.get()).then_some(s)
@@ -130,6 +143,7 @@ impl DelegationTable {
             status: Cell::new(Status::Unknown),
             slot: Cell::new(0),
             limbo: Cell::new(false),
+            kept: Cell::new(false),
             asked: Cell::new(false),
             fetching: Cell::new(false),
             sub: Cell::new(None),
@@ -139,6 +153,7 @@ impl DelegationTable {
         if entries.len() >= MAX_ACCOUNTS {
             return (e, false);
         }
+        e.kept.set(true);
         entries.insert(account, e.clone());
         self.by_record.borrow_mut().insert(record_pda, account);
         (e, true)

@@ -272,6 +272,45 @@ impl ShardMetrics {
     }
 }
 
+/// Counters the status page turns into rates (the aggregator samples them every history point).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    /// JSON-RPC calls answered, every network and result.
+    pub calls: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub dedupe_joins: u64,
+    /// Per key (index 0 = no key, then the configured keys in order): requests, refused by its rate limit.
+    pub key_requests: Vec<u64>,
+    pub key_throttled: Vec<u64>,
+}
+
+impl Counters {
+    /// The sum over every shard's block.
+    pub fn sum(shards: &[std::sync::Arc<ShardMetrics>]) -> Counters {
+        let mut c = Counters::default();
+        for s in shards {
+            c.calls += s
+                .networks
+                .iter()
+                .flat_map(|n| &n.methods)
+                .flat_map(|m| &m.results)
+                .map(|r| r.load(Ordering::Relaxed))
+                .sum::<u64>();
+            c.cache_hits += s.reuse[Reuse::CacheHit as usize].load(Ordering::Relaxed);
+            c.cache_misses += s.reuse[Reuse::CacheMiss as usize].load(Ordering::Relaxed);
+            c.dedupe_joins += s.reuse[Reuse::Joined as usize].load(Ordering::Relaxed);
+            c.key_requests.resize(s.keys.len(), 0);
+            c.key_throttled.resize(s.keys.len(), 0);
+            for (k, m) in s.keys.iter().enumerate() {
+                c.key_requests[k] += m.requests.load(Ordering::Relaxed);
+                c.key_throttled[k] += m.throttled.load(Ordering::Relaxed);
+            }
+        }
+        c
+    }
+}
+
 /// Names the scrape needs to label series.
 /// One network's provider slots as metrics label them: (provider, region), `None` for a retired slot.
 pub type ProviderLabels<'a> = Vec<Option<(&'a str, &'a str)>>;

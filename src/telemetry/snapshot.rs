@@ -1,5 +1,8 @@
 //! The immutable health snapshot the aggregator publishes and every shard reads without locks.
 
+use std::sync::Arc;
+
+use super::history::NetworkHistory;
 use crate::rpc::methods::Family;
 
 /// Rolling figures for one provider in one latency family (or overall).
@@ -33,6 +36,8 @@ pub struct ProviderHealth {
     pub throttled: u64,
     /// Share of this network's calls in the window, 0..1.
     pub share: f64,
+    /// The last minute only, for the status page's badge.
+    pub minute: Figures,
 }
 
 impl ProviderHealth {
@@ -52,6 +57,8 @@ pub struct NetworkHealth {
     pub providers: Vec<ProviderHealth>,
     /// When the aggregator built this, ms on the process clock.
     pub built_at_ms: u64,
+    /// Points and state changes for the status page (shared with the aggregator until it changes).
+    pub history: Arc<NetworkHistory>,
 }
 
 impl NetworkHealth {
@@ -59,6 +66,7 @@ impl NetworkHealth {
         NetworkHealth {
             providers: vec![ProviderHealth::default(); providers],
             built_at_ms: 0,
+            history: Arc::new(NetworkHistory::new(providers)),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::history::Point;
 use super::snapshot::Figures;
 
 /// Latency samples are microseconds from 1 µs to 10 minutes at 2 significant digits.
@@ -142,6 +143,39 @@ impl Window {
     }
 }
 
+/// Accumulates one provider's samples between two status-page points (`telemetry::history`).
+#[derive(Debug, Default)]
+pub struct Interval {
+    sample: Sample,
+}
+
+impl Interval {
+    pub fn add(&mut self, s: &Sample) {
+        let _ = self.sample.latency_us.add(&s.latency_us);
+        self.sample.calls += s.calls;
+        self.sample.failures += s.failures;
+    }
+
+    /// Closes the interval into a point (share filled in by the caller, who knows the network's total).
+    pub fn close(&mut self, at_ms: u64) -> Point {
+        let s = std::mem::take(&mut self.sample);
+        let h = &s.latency_us;
+        let (p50_us, p99_us) = if h.is_empty() {
+            (0, 0)
+        } else {
+            (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+        };
+        Point {
+            at_ms,
+            p50_us,
+            p99_us,
+            calls: s.calls,
+            failures: s.failures,
+            share: 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +204,26 @@ mod tests {
         let f = w.figures(400_000);
         assert_eq!(f.calls, 0);
         assert_eq!(f.p50_us, 0);
+    }
+
+    #[test]
+    fn an_interval_closes_into_its_own_calls_and_latency_then_starts_empty() {
+        let mut iv = Interval::default();
+        iv.add(&sample(2_000, 20, 10));
+        iv.add(&sample(2_000, 10, 5));
+        let p = iv.close(10_000);
+        assert_eq!((p.at_ms, p.calls, p.failures), (10_000, 30, 15));
+        assert!(
+            (1_990..=2_010).contains(&p.p50_us) && (1_990..=2_010).contains(&p.p99_us),
+            "{p:?}"
+        );
+        assert_eq!(
+            iv.close(20_000),
+            Point {
+                at_ms: 20_000,
+                ..Point::default()
+            }
+        );
     }
 
     #[test]

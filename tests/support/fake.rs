@@ -83,6 +83,9 @@ pub enum Mode {
     /// Answer 200 with exactly this body, after replacing `{id}` with the request's raw id bytes (the first
     /// call's, for a batch; `null` when there is none). For odd-but-valid upstream responses.
     Raw(String),
+    /// Every other HTTP request answers this status (as [`Mode::Status`]), the others correctly: a provider
+    /// failing half its calls, exactly, whatever the mix of probes and client calls.
+    FailHalf(u16),
 }
 
 /// Kinds of broken 200 bodies for [`Mode::Garbage`].
@@ -155,6 +158,8 @@ struct State {
     conns: HashMap<usize, ConnSlot>,
     /// xorshift state for `Mode::JitterHead`.
     rng: u64,
+    /// Flips on every request in `Mode::FailHalf`.
+    fail_next: bool,
 }
 
 struct Inner {
@@ -214,6 +219,7 @@ impl FakeProvider {
                 accepted: 0,
                 conns: HashMap::new(),
                 rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(addr.port()),
+                fail_next: false,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -525,6 +531,17 @@ fn serve_conn(inner: &Arc<Inner>, id: usize, stream: TcpStream) {
                 Some(m) => m,
                 None => g.next.pop_front().unwrap_or_else(|| g.mode.clone()),
             };
+            let mode = match mode {
+                Mode::FailHalf(code) => {
+                    g.fail_next = !g.fail_next;
+                    if g.fail_next {
+                        Mode::Status(code)
+                    } else {
+                        Mode::Normal
+                    }
+                }
+                m => m,
+            };
             let plan = answer(&mut g, id, &req, &mode);
             let delay = plan.methods.iter().filter_map(|m| g.delays.get(m)).max().copied();
             g.http.push(HttpRecord {
@@ -619,9 +636,12 @@ fn serve_conn(inner: &Arc<Inner>, id: usize, stream: TcpStream) {
                 let _ = send_plan(s, &plan, true, false);
                 false
             }
-            Mode::Normal | Mode::LagHead(_) | Mode::JitterHead(_) | Mode::WrongId | Mode::RpcError { .. } => {
-                send_plan(s, &plan, close, false)
-            }
+            Mode::Normal
+            | Mode::LagHead(_)
+            | Mode::JitterHead(_)
+            | Mode::WrongId
+            | Mode::RpcError { .. }
+            | Mode::FailHalf(_) => send_plan(s, &plan, close, false),
         };
         if !keep || close {
             unregister(inner, id);

@@ -30,6 +30,7 @@ fn health(p50s: &[u64], errors: &[(u64, u64)]) -> NetworkHealth {
             })
             .collect(),
         built_at_ms: 0,
+        history: Default::default(),
     }
 }
 
