@@ -257,3 +257,102 @@ fn sighup_reloads_the_config_file() {
     assert_eq!(status_with(&prism, "erin-1", 2), 200);
     assert_eq!(status_with(&prism, "alice-1", 3), 200);
 }
+
+/// A config with `providers` entries named `p1`.. cycling over `fakes`, and `keys` keys `k{i}` whose secret
+/// is `s{i}-{salt}` for `i < rotated` and `s{i}` after.
+fn big_config(
+    listen: SocketAddr,
+    admin: SocketAddr,
+    fakes: &[FakeProvider],
+    providers: std::ops::Range<usize>,
+    keys: usize,
+    rotated: usize,
+) -> String {
+    let mut t = format!(
+        "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nshards = 2\npin_cores = false\n\n\
+         [limits]\nidle_timeout_ms = 30000\nclient_timeout_ms = 2000\n\n[cache]\nenabled = false\ndedupe = false\n\n\
+         [[networks]]\nname = \"testnet\"\nkind = \"evm\"\nchain_id = 4663\nprobe_interval_ms = 1000\n"
+    );
+    for i in providers {
+        let url = fakes[i % fakes.len()].url();
+        t.push_str(&format!(
+            "  [[networks.providers]]\n  name = \"p{i}\"\n  url = \"{url}\"\n"
+        ));
+    }
+    for i in 0..keys {
+        let secret = if i < rotated {
+            format!("s{i}-r")
+        } else {
+            format!("s{i}")
+        };
+        t.push_str(&format!("[[keys]]\nname = \"k{i}\"\nkey = \"{secret}\"\n"));
+    }
+    t
+}
+
+/// The figures issue 19 asks for: how long a reload of 10 000 keys and 50 providers takes, and how long
+/// requests wait for it (printed; run with `--nocapture`). What is asserted is only what must hold.
+#[test]
+fn a_reload_of_ten_thousand_keys_and_fifty_providers_holds_no_request() {
+    let fakes: Vec<FakeProvider> = (0..5).map(|_| FakeProvider::start()).collect();
+    let listen: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let text = big_config(listen, admin, &fakes, 0..50, 10_000, 0);
+    let prism = Prism::spawn_full(&text, listen, Some(admin), &[], &[]);
+    assert!(support::wait_until(WAIT, || status_with(&prism, "s9999", 1) == 200));
+
+    let stop = AtomicBool::new(false);
+    let reloading = AtomicBool::new(false);
+    let (sent, failed) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (worst_before, worst_during) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (took, outcome) = std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (stop, reloading, sent, failed, prism) = (&stop, &reloading, &sent, &failed, &prism);
+            let (before, during) = (&worst_before, &worst_during);
+            s.spawn(move || {
+                let mut c = Conn::connect(prism.addr());
+                let mut n = t << 40;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let started = Instant::now();
+                    let r = c.request(&post_with("/testnet", &balance_call(n), &["x-api-key: s5000"]));
+                    let us = started.elapsed().as_micros() as u64;
+                    let during_reload = reloading.load(Ordering::Relaxed);
+                    if during_reload { during } else { before }.fetch_max(us, Ordering::Relaxed);
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    if r.status != 200 {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        // Rotate 1 000 secrets, remove p40..p49, add p50..p59.
+        // A baseline of client latencies to compare with.
+        assert!(support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 500));
+        rewrite(&prism, &big_config(listen, admin, &fakes, 10..60, 10_000, 1_000));
+        reloading.store(true, Ordering::Relaxed);
+        let started = Instant::now();
+        let (status, outcome) = post_reload(&prism);
+        let took = started.elapsed();
+        reloading.store(false, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(status, 200, "{outcome}");
+        (took, outcome)
+    });
+    eprintln!(
+        "reload of 10000 keys / 50 providers: POST /reload answered in {:.1} ms; {}",
+        took.as_secs_f64() * 1e3,
+        outcome["message"].as_str().unwrap_or("")
+    );
+    eprintln!(
+        "slowest client call: {} µs before the reload, {} µs while it ran",
+        worst_before.load(Ordering::Relaxed),
+        worst_during.load(Ordering::Relaxed)
+    );
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    assert_eq!(status_with(&prism, "s0", 2), 401, "a rotated-out secret");
+    assert_eq!(status_with(&prism, "s0-r", 3), 200, "its new secret");
+    assert_eq!(status_with(&prism, "s9999", 4), 200, "an unchanged key");
+    let rows = prism.status()["networks"][0]["providers"].as_array().unwrap().len();
+    assert_eq!(rows, 50);
+}

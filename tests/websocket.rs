@@ -886,3 +886,71 @@ fn a_frozen_upstream_socket_is_detected_by_ping_and_replaced() {
         prism.metric("prism_ws_upstream_unresponsive_total")
     );
 }
+
+// ---- config reloads ------------------------------------------------------------------------------
+
+/// `POST /reload` on the admin listener; panics unless the new config was applied.
+fn reload(prism: &Prism) {
+    let mut conn = support::Conn::connect(prism.admin_addr());
+    let r = conn.request(&support::http::bodyless(
+        "POST",
+        "/reload",
+        &["Content-Length: 0", "Connection: close"],
+    ));
+    assert_eq!(r.status, 200, "reload: {}", r.describe());
+}
+
+#[test]
+fn a_subscription_survives_reloads_and_moves_off_a_removed_provider() {
+    let a = WsFake::start(100);
+    let b = WsFake::start(100);
+    let prism = start(prism_for(&[&a]).network_option("probe_interval_ms", 100), &["p1"], 100);
+    let mut c = Client::connect(&prism, "/");
+    let sub = c.subscribe(json!(["newHeads"]));
+    wait_for("upstream subscription", || a.active_subscriptions() == 1);
+    let mut seen = Vec::new();
+    a.advance_head(3);
+    b.advance_head(3);
+    c.heads_until(&sub, 103, &mut seen);
+
+    // Add p2 (the session was opened before it existed), then remove p1: the subscription moves to p2.
+    let p1 = format!(
+        "\n  [[networks.providers]]\n  name = \"p1\"\n  url = \"{}\"\n  {}\n",
+        a.http_url(),
+        a.ws_option()
+    );
+    let p2 = format!(
+        "\n  [[networks.providers]]\n  name = \"p2\"\n  url = \"{}\"\n  {}\n",
+        b.http_url(),
+        b.ws_option()
+    );
+    let text = prism.config();
+    assert!(text.contains(&p1), "the test's idea of the config:\n{text}");
+    std::fs::write(&prism.config_path, format!("{text}{p2}")).unwrap();
+    reload(&prism);
+    prism.wait_provider("p2", WAIT, "p2 serving", |r| r["state"] == "closed" && r["head"] == 103);
+    a.advance_head(2);
+    b.advance_head(2);
+    c.heads_until(&sub, 105, &mut seen);
+    assert_eq!(
+        a.active_subscriptions(),
+        1,
+        "an added provider does not move a healthy subscription"
+    );
+
+    std::fs::write(&prism.config_path, format!("{text}{p2}").replace(&p1, "")).unwrap();
+    reload(&prism);
+    heads_across_the_move(&a, &b, &mut c, &sub, &mut seen, || {
+        b.active_subscriptions() == 1 && a.active_subscriptions() == 0
+    });
+    assert_eq!(
+        a.unsubscribe_calls(),
+        1,
+        "the removed provider's subscription is released"
+    );
+    let r = c.call("eth_blockNumber", json!([]));
+    assert!(
+        r["result"].is_string(),
+        "a call on the same session after the reloads: {r}"
+    );
+}

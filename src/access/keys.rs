@@ -111,6 +111,8 @@ pub struct KeyRing {
     labels: Vec<String>,
     /// Most key indexes this process may give out (see [`KEYS_ADDED_BY_RELOAD`]).
     capacity: usize,
+    /// `positions[index]` = 1 + the entry's position in `entries`, 0 for an index not configured now.
+    positions: Vec<u32>,
 }
 
 impl KeyRing {
@@ -123,12 +125,21 @@ impl KeyRing {
             entries: Vec::new(),
             labels: config.keys.iter().map(|k| k.name.clone()).collect(),
             capacity: Self::capacity_for(config.keys.len()),
+            positions: Vec::new(),
         };
         for (i, k) in config.keys.iter().enumerate() {
             let entry = ring.entry(i + 1, k, config, None);
             ring.entries.push(entry);
         }
+        ring.index_positions();
         ring
+    }
+
+    fn index_positions(&mut self) {
+        self.positions = vec![0; self.labels.len() + 1];
+        for (pos, e) in self.entries.iter().enumerate() {
+            self.positions[e.index] = pos as u32 + 1;
+        }
     }
 
     /// Key indexes a node started with `keys` keys may use (marks and metrics are sized for it).
@@ -145,16 +156,25 @@ impl KeyRing {
             entries: Vec::with_capacity(config.keys.len()),
             labels: self.labels.clone(),
             capacity: self.capacity,
+            positions: Vec::new(),
         };
+        let old_by_name: ahash::AHashMap<&str, &KeyEntry> = self.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+        let mut label_index: ahash::AHashMap<String, usize> = self
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.clone(), i + 1))
+            .collect();
         for k in &config.keys {
-            let old = self.entries.iter().find(|e| e.name == k.name);
+            let old = old_by_name.get(k.name.as_str()).copied();
             let index = match old {
                 Some(e) => e.index,
-                None => match ring.labels.iter().position(|l| *l == k.name) {
+                None => match label_index.get(&k.name).copied() {
                     // A name removed earlier and now back gets its index again.
-                    Some(i) => i + 1,
+                    Some(i) => i,
                     None if ring.labels.len() < ring.capacity => {
                         ring.labels.push(k.name.clone());
+                        label_index.insert(k.name.clone(), ring.labels.len());
                         ring.labels.len()
                     }
                     None => {
@@ -168,6 +188,7 @@ impl KeyRing {
             let entry = ring.entry(index, k, config, old);
             ring.entries.push(entry);
         }
+        ring.index_positions();
         Ok(ring)
     }
 
@@ -217,7 +238,10 @@ impl KeyRing {
 
     /// The entry with this index, if the key is still configured.
     pub fn by_index(&self, index: usize) -> Option<&KeyEntry> {
-        self.entries.iter().find(|e| e.index == index)
+        match self.positions.get(index) {
+            Some(&pos) if pos > 0 => self.entries.get(pos as usize - 1),
+            _ => None,
+        }
     }
 
     /// Whether a key accepted by an earlier ring (same hashers: an earlier generation of this one) is still
@@ -263,6 +287,75 @@ mod tests {
         assert!(a.allows("eth_call") && a.allows("net_version"));
         assert!(!a.allows("eth_sendRawTransaction") && !a.allows("eth_callX"));
         assert!(Allowlist::new(&[]).allows("anything"));
+    }
+
+    fn ring_config(keys: &[(&str, &str, &str)]) -> Config {
+        let mut text = String::from(
+            "[server]\nlisten = \"127.0.0.1:1\"\n[[networks]]\nname = \"a\"\nkind = \"evm\"\n  [[networks.providers]]\n  name = \"p\"\n  url = \"http://127.0.0.1:2\"\n",
+        );
+        for (name, key, extra) in keys {
+            text.push_str(&format!("[[keys]]\nname = \"{name}\"\nkey = \"{key}\"\n{extra}\n"));
+        }
+        Config::from_toml_with(&text, |_| None).unwrap()
+    }
+
+    #[test]
+    fn a_reload_keeps_indexes_and_buckets_of_kept_names() {
+        let ring = KeyRing::from_config(&ring_config(&[
+            ("a", "a-1", "rate_per_s = 1.0"),
+            ("b", "b-1", ""),
+            ("c", "c-1", "rate_per_s = 5.0"),
+        ]));
+        let a = ring.find(b"a-1").unwrap();
+        assert!(
+            a.admit(0, 1).is_ok() && a.admit(0, 1).is_err(),
+            "a's burst of one is spent"
+        );
+        // b removed, a kept, c's limit changed, d added, a's secret rotated.
+        let next = ring
+            .reloaded(&ring_config(&[
+                ("d", "d-1", ""),
+                ("a", "a-2", "rate_per_s = 1.0"),
+                ("c", "c-1", "rate_per_s = 50.0"),
+            ]))
+            .unwrap();
+        let a2 = next.find(b"a-2").unwrap();
+        assert_eq!(a2.index, 1, "a keeps its index (marks, metrics)");
+        assert!(a2.admit(0, 1).is_err(), "and its bucket: still spent");
+        assert!(
+            next.find(b"a-1").is_none() && !next.still_holds(a),
+            "the old secret is gone"
+        );
+        assert!(next.find(b"b-1").is_none() && next.by_index(2).is_none());
+        assert_eq!(
+            next.find(b"d-1").unwrap().index,
+            4,
+            "a new name takes a new index, never b's"
+        );
+        let c = next.find(b"c-1").unwrap();
+        assert_eq!(c.index, 3);
+        assert!(next.still_holds(ring.find(b"c-1").unwrap()));
+        assert_eq!(next.labels(), ["a", "b", "c", "d"], "removed names keep their label");
+        // b back: its old index again.
+        let again = next
+            .reloaded(&ring_config(&[("b", "b-9", ""), ("a", "a-2", "rate_per_s = 1.0")]))
+            .unwrap();
+        assert_eq!(again.find(b"b-9").unwrap().index, 2);
+        assert_eq!(again.by_index(1).map(|e| e.name.as_str()), Some("a"));
+    }
+
+    #[test]
+    fn reloads_stop_at_the_index_capacity() {
+        let mut ring = KeyRing::from_config(&ring_config(&[("k0", "s0", "")]));
+        for batch in 0..(KEYS_ADDED_BY_RELOAD / 256) {
+            let names: Vec<(String, String)> = (0..256)
+                .map(|i| (format!("n{batch}-{i}"), format!("s{batch}-{i}")))
+                .collect();
+            let keys: Vec<(&str, &str, &str)> = names.iter().map(|(n, k)| (n.as_str(), k.as_str(), "")).collect();
+            ring = ring.reloaded(&ring_config(&keys)).unwrap();
+        }
+        let err = ring.reloaded(&ring_config(&[("late", "late", "")])).err().unwrap();
+        assert!(err.contains("restart"), "{err}");
     }
 
     #[test]

@@ -194,25 +194,41 @@ pub fn summary(running: &Config, next: &Config) -> Vec<String> {
             ));
         }
     }
-    let names = |c: &Config| c.keys.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
-    let (was, now) = (names(running), names(next));
-    let added: Vec<&String> = now.iter().filter(|k| !was.contains(k)).collect();
-    let removed: Vec<&String> = was.iter().filter(|k| !now.contains(k)).collect();
+    // By name, in hash maps: a node may hold ten thousand keys.
+    let was: std::collections::HashMap<&str, &super::Key> = running.keys.iter().map(|k| (k.name.as_str(), k)).collect();
+    let now: std::collections::HashSet<&str> = next.keys.iter().map(|k| k.name.as_str()).collect();
+    let added: Vec<&String> = next
+        .keys
+        .iter()
+        .map(|k| &k.name)
+        .filter(|n| !was.contains_key(n.as_str()))
+        .collect();
+    let removed: Vec<&String> = running
+        .keys
+        .iter()
+        .map(|k| &k.name)
+        .filter(|n| !now.contains(n.as_str()))
+        .collect();
     let changed: Vec<&String> = next
         .keys
         .iter()
         .filter(|k| {
-            running
-                .keys
-                .iter()
-                .any(|o| o.name == k.name && format!("{o:?}") != format!("{k:?}"))
+            was.get(k.name.as_str())
+                .is_some_and(|o| format!("{o:?}") != format!("{k:?}"))
         })
         .map(|k| &k.name)
         .collect();
     for (what, list) in [("added", added), ("removed", removed), ("changed", changed)] {
         if !list.is_empty() {
-            let list: Vec<&str> = list.iter().map(|s| s.as_str()).collect();
-            out.push(format!("keys {what}: {}", list.join(", ")));
+            // Names only (never secrets), at most 20 listed.
+            let shown: Vec<&str> = list.iter().take(20).map(|s| s.as_str()).collect();
+            let more = list.len().saturating_sub(shown.len());
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            out.push(format!("keys {what}: {}{tail}", shown.join(", ")));
         }
     }
     out

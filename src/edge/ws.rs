@@ -231,6 +231,11 @@ async fn handle_text(
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
 ) -> Option<String> {
+    // Each frame takes the shard's current generation: a reload since the session opened may have changed
+    // the network's providers or the key's limits (a key it removed already ended the session).
+    let gen = shard.gen();
+    let network = gen.networks.get(network.route.index).unwrap_or(network);
+    let key = key.map(|k| gen.keys.by_index(k.index).unwrap_or(k));
     let route = &network.route;
     let is_sub = |m: &str| network.is_subscription_method(m);
     // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
