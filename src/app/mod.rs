@@ -564,6 +564,7 @@ fn build_gen(
         networks,
         keys: world.keys.clone(),
         probe_interval_ms: config.networks.iter().map(|n| n.probe_interval_ms).collect(),
+        diagnostic_headers: config.server.diagnostic_headers,
     }
 }
 

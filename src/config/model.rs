@@ -74,6 +74,10 @@ pub struct Server {
     /// port + 1, so with a solana-magic network it defaults to `listen`'s port + 1; `"off"` disables it.
     #[serde(default)]
     pub ws_listen: Option<String>,
+    /// `x-prism-provider`, `x-prism-attempts`, `x-prism-cache`, `x-prism-hedged` on JSON-RPC answers
+    /// (names only, never URLs or keys).
+    #[serde(default = "yes")]
+    pub diagnostic_headers: bool,
 }
 
 impl Server {

@@ -17,6 +17,8 @@ enum LeaderAnswer {
     Answer {
         value: Rc<[u8]>,
         is_error: bool,
+        /// Who answered the leader: a follower's answer is the same provider's, joined.
+        provider: Option<crate::rpc::ProviderId>,
     },
     Failed(ProxyError),
     /// The leader was dropped before answering.
@@ -45,7 +47,14 @@ impl Slot {
             listener.await;
         }
         match self.result.borrow().clone()? {
-            LeaderAnswer::Answer { value, is_error } => Some(CallOutcome::whole(value.to_vec(), is_error)),
+            LeaderAnswer::Answer {
+                value,
+                is_error,
+                provider,
+            } => Some(CallOutcome::whole(value.to_vec(), is_error).with_how(|how| {
+                how.provider = provider;
+                how.source = crate::core::outcome::Source::Join;
+            })),
             LeaderAnswer::Failed(e) => Some(CallOutcome::Failed(e)),
             LeaderAnswer::Abandoned => None,
         }
@@ -100,9 +109,15 @@ impl Leader<'_> {
     /// Shares `outcome` with every follower; returns how many joined.
     pub fn finish(mut self, outcome: &CallOutcome) -> u64 {
         let shared = match outcome {
-            CallOutcome::Answer { body, value, is_error } => LeaderAnswer::Answer {
+            CallOutcome::Answer {
+                body,
+                value,
+                is_error,
+                how,
+            } => LeaderAnswer::Answer {
                 value: Rc::from(&body[value.clone()]),
                 is_error: *is_error,
+                provider: how.provider,
             },
             CallOutcome::Failed(e) => LeaderAnswer::Failed(e.clone()),
         };

@@ -41,7 +41,7 @@ use super::state::HeadVerdict;
 use super::txhash::raw_tx_hash;
 use crate::rpc::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
 
-pub use super::outcome::{CallOutcome, Caller, ProxyError, TxRef, WRITE_OUTCOME_UNKNOWN};
+pub use super::outcome::{CallOutcome, Caller, How, ProxyError, Source, TxRef, WRITE_OUTCOME_UNKNOWN};
 pub use crate::rpc::wire::{write_json_str, write_upstream_call};
 
 /// Sends the call upstream (with retries), under a fresh Prism id, handled as `info` says. Networks whose
@@ -161,7 +161,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         }
     }
 
-    async fn run(mut self, body: &[u8], id: u64) -> CallOutcome {
+    /// Every attempt until an answer (or none is left); the answer says how many were made.
+    async fn run(self, body: &[u8], id: u64) -> CallOutcome {
+        let made = Cell::new(0u32);
+        let outcome = self.attempt_all(body, id, &made).await;
+        outcome.with_how(|how| how.attempts = made.get().min(u8::MAX as u32) as u8)
+    }
+
+    async fn attempt_all(mut self, body: &[u8], id: u64, made: &Cell<u32>) -> CallOutcome {
         let route = self.route;
         let max = self.max_attempts();
         let mut attempt = 0u32;
@@ -204,6 +211,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             };
             self.ask.exclude |= i.bit();
             attempt += 1;
+            made.set(attempt);
             let attempts_left = max.saturating_sub(attempt) + 1;
             let started = self.ex.now();
             let remaining = self.deadline.saturating_duration_since(started);
@@ -249,7 +257,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             }
             match verdict {
                 Verdict::Answer { body, value, is_error } => {
-                    return self.finish(body, value, is_error);
+                    return self.finish(i, body, value, is_error);
                 }
                 Verdict::Reroute { answer } => {
                     // Unsupported here / data unavailable here: try elsewhere at once, no backoff.
@@ -442,11 +450,21 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 match class {
                     Class::Success | Class::UserError | Class::TooLarge => Verdict::Answer { body, value, is_error },
                     Class::Unknown => Verdict::Disputed {
-                        answer: CallOutcome::Answer { body, value, is_error },
+                        answer: CallOutcome::Answer {
+                            body,
+                            value,
+                            is_error,
+                            how: How::from(p),
+                        },
                         key: key.expect("set for Unknown"),
                     },
                     Class::Unsupported | Class::DataUnavailable => Verdict::Reroute {
-                        answer: CallOutcome::Answer { body, value, is_error },
+                        answer: CallOutcome::Answer {
+                            body,
+                            value,
+                            is_error,
+                            how: How::from(p),
+                        },
                     },
                     Class::Throttled | Class::QuotaExhausted | Class::ProviderFailure => Verdict::Failed {
                         error: ProxyError::Status {
@@ -456,7 +474,12 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                         sent: true,
                         // The class blame memory settled, not the judge's: `error_retry_on` of it.
                         retry_class: Some(error_retry_on(class)),
-                        node_answer: Some(CallOutcome::Answer { body, value, is_error }),
+                        node_answer: Some(CallOutcome::Answer {
+                            body,
+                            value,
+                            is_error,
+                            how: How::from(p),
+                        }),
                         class,
                     },
                 }
@@ -482,7 +505,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     }
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
-    fn finish(&self, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
+    fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
             if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
                 let dropped = cache.observe_block(height, hash);
@@ -495,7 +518,12 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         if let (false, Some(h)) = (is_error, self.head.get()) {
             self.route.live.marks.raise(self.caller.mark, h);
         }
-        CallOutcome::Answer { body, value, is_error }
+        CallOutcome::Answer {
+            body,
+            value,
+            is_error,
+            how: How::from(p),
+        }
     }
 
     /// Every provider is below the client's mark and the answer is a block: an older block would take the
@@ -594,6 +622,7 @@ impl Verdict {
                             body,
                             value,
                             is_error: false,
+                            how: How::from(i),
                         },
                     }
                 }
@@ -636,6 +665,7 @@ impl Verdict {
                             body,
                             value,
                             is_error: false,
+                            how: How::from(i),
                         },
                     },
                     Some(s) => {

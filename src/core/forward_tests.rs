@@ -213,6 +213,7 @@ fn result_of(out: &CallOutcome) -> Option<&[u8]> {
             body,
             value,
             is_error: false,
+            ..
         } => Some(&body[value.clone()]),
         _ => None,
     }
@@ -256,7 +257,9 @@ fn a_write_ends_where_it_was_answered_even_with_a_429() {
     let out = run(&route, &script, "eth_sendRawTransaction", RAW_TX, 10 * SECOND);
     assert_eq!(script.to(), [0], "a provider that answered has seen the write");
     match out {
-        CallOutcome::Answer { body, value, is_error } => {
+        CallOutcome::Answer {
+            body, value, is_error, ..
+        } => {
             assert!(is_error);
             assert!(std::str::from_utf8(&body[value]).unwrap().contains("rate limit"));
         }

@@ -25,6 +25,6 @@ pub mod subs;
 pub mod txhash;
 
 pub use crate::rpc::wire::write_upstream_call;
-pub use outcome::{CallOutcome, Caller, ProxyError};
+pub use outcome::{CallOutcome, Caller, How, ProxyError, Source};
 pub use pipeline::forward;
 pub use route::{NetworkRoute, Upstream};

@@ -9,6 +9,42 @@ use crate::transport::validate::InvalidResponse;
 use crate::transport::TransportError;
 
 use super::marks::MarkKey;
+use crate::rpc::ProviderId;
+
+/// Where an answer came from, for the diagnostic headers (`x-prism-cache`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Source {
+    /// Asked upstream for this call.
+    #[default]
+    Upstream,
+    /// No upstream call: the cache, or what Prism knows itself (`eth_chainId`).
+    Hit,
+    /// Shared with an identical call already in flight.
+    Join,
+}
+
+/// How an answer was got: who answered, after how many attempts, from where, hedged or not. Small and
+/// `Copy`: it rides along with the answer and costs nothing when nobody reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct How {
+    /// The provider whose bytes these are (none for Prism's own answers).
+    pub provider: Option<ProviderId>,
+    /// Upstream attempts this call made (0 when it made none).
+    pub attempts: u8,
+    pub source: Source,
+    /// A hedge was sent for this call.
+    pub hedged: bool,
+}
+
+impl How {
+    /// An answer from provider `p`.
+    pub fn from(p: ProviderId) -> How {
+        How {
+            provider: Some(p),
+            ..How::default()
+        }
+    }
+}
 
 /// The answer to one call.
 #[derive(Debug)]
@@ -18,6 +54,7 @@ pub enum CallOutcome {
         body: Vec<u8>,
         value: Range<usize>,
         is_error: bool,
+        how: How,
     },
     Failed(ProxyError),
 }
@@ -31,7 +68,24 @@ impl CallOutcome {
             body: value,
             value: 0..len,
             is_error,
+            how: How::default(),
         }
+    }
+
+    /// How the answer was got (`None` for a failure).
+    pub fn how(&self) -> Option<How> {
+        match self {
+            CallOutcome::Answer { how, .. } => Some(*how),
+            CallOutcome::Failed(_) => None,
+        }
+    }
+
+    /// The same outcome with its `How` changed by `f` (a failure is returned as it is).
+    pub fn with_how(mut self, f: impl FnOnce(&mut How)) -> CallOutcome {
+        if let CallOutcome::Answer { how, .. } = &mut self {
+            f(how);
+        }
+        self
     }
 
     /// A `result` Prism made itself.

@@ -14,7 +14,7 @@ use super::canon::canonical_key;
 use super::dedupe::Role;
 use super::forward::{forward_as, revealed_head};
 use super::marks::MarkKey;
-use super::outcome::{CallOutcome, Caller, ProxyError};
+use super::outcome::{CallOutcome, Caller, ProxyError, Source};
 use super::route::NetworkRoute;
 use super::submit::{submit, Submission};
 
@@ -75,12 +75,19 @@ async fn reuse_or_forward(
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
         if let Some(value) = cache.get(&key) {
             metrics.reuse(Reuse::CacheHit);
-            return CallOutcome::result(value.to_vec());
+            return CallOutcome::result(value.to_vec()).with_how(|how| how.source = Source::Hit);
         }
         metrics.reuse(Reuse::CacheMiss);
     }
     let store = |outcome: &CallOutcome, key: Vec<u8>| {
-        if let (Some(cache), Some(pin), CallOutcome::Answer { body, value, is_error }) = (&route.cache, pin, outcome) {
+        if let (
+            Some(cache),
+            Some(pin),
+            CallOutcome::Answer {
+                body, value, is_error, ..
+            },
+        ) = (&route.cache, pin, outcome)
+        {
             if answer_cacheable(&call.method, &body[value.clone()], *is_error) {
                 cache.insert(key, &body[value.clone()], pin);
             }
@@ -134,6 +141,7 @@ fn below_mark(route: &NetworkRoute, info: &MethodInfo, latest: bool, caller: &Ca
             body,
             value,
             is_error: false,
+            ..
         } => revealed_head(info, latest, &body[value.clone()]).is_some_and(|h| h < route.live.marks.get(caller.mark)),
         _ => false,
     }
@@ -147,5 +155,5 @@ fn local_answer(route: &NetworkRoute, method: &str) -> Option<CallOutcome> {
         "net_version" => format!("\"{chain}\""),
         _ => return None,
     };
-    Some(CallOutcome::result(value.into_bytes()))
+    Some(CallOutcome::result(value.into_bytes()).with_how(|how| how.source = Source::Hit))
 }

@@ -28,7 +28,7 @@ use crate::transport::validate::check_response;
 
 use super::classify::{submission_says, SubmissionSays};
 use super::forward::forward_as;
-use super::outcome::{CallOutcome, Caller, ProxyError, TxRef};
+use super::outcome::{CallOutcome, Caller, How, ProxyError, TxRef};
 use super::route::NetworkRoute;
 pub use super::route::SubmitLimits;
 use super::txhash::raw_tx_hash;
@@ -150,6 +150,7 @@ pub async fn submit(
             ref body,
             ref value,
             is_error: true,
+            ..
         } => match submission_says(&body[value.clone()]) {
             SubmissionSays::AlreadyKnown => {
                 metrics.submitted(Submitted::AlreadyKnown);
@@ -291,6 +292,7 @@ impl Lookup<'_> {
                     body,
                     value,
                     is_error: false,
+                    how: How::default(),
                 });
             }
             seen = Seen::Known;

@@ -64,6 +64,8 @@ pub struct ResponseMeta<'a> {
     pub omit_body: bool,
     /// Defaults to `application/json`.
     pub content_type: Option<&'a str>,
+    /// Header lines already rendered, each ending in CRLF (the diagnostic headers).
+    pub raw: &'a [u8],
 }
 
 /// Appends a full HTTP/1.1 response with a JSON (or empty) body.
@@ -90,6 +92,7 @@ pub fn write_http(out: &mut Vec<u8>, status: u16, body: &[u8], meta: &ResponseMe
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    out.extend_from_slice(meta.raw);
     if !meta.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n");
     }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use super::diagnosis::Diagnosis;
 use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
@@ -88,6 +89,7 @@ pub async fn handle_body(
     key: Option<&KeyEntry>,
     body: &[u8],
     deadline: Instant,
+    diag: &Diagnosis,
 ) -> BodyReply {
     let parsed = shard.parser.borrow_mut().parse(body);
     // One token per client call; a batch of n costs n. Retries inside Prism are never billed.
@@ -114,16 +116,17 @@ pub async fn handle_body(
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
             let mut out = Vec::new();
-            handle_item(shard, network, caller, key, item, deadline, budget, &mut out)
+            handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out)
                 .await
                 .then_some(out)
         }
         Ok(Envelope::Batch(items)) => {
+            diag.mark_batch();
             let replies = join_all(items.into_iter().map(|item| async move {
                 // A batch at the limit must not keep the shard from its other connections.
                 crate::runtime::yield_if_needed().await;
                 let mut out = Vec::new();
-                handle_item(shard, network, caller, key, item, deadline, budget, &mut out)
+                handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out)
                     .await
                     .then_some(out)
             }))
@@ -178,6 +181,7 @@ async fn handle_item(
     item: Item<'_>,
     deadline: Instant,
     budget: &AnswerBudget,
+    diag: &Diagnosis,
     out: &mut Vec<u8>,
 ) -> bool {
     let started = Instant::now();
@@ -200,6 +204,7 @@ async fn handle_item(
                 return true;
             }
             let outcome = network.forward(&call, caller, deadline, &shard.ids).await;
+            diag.note(outcome.how());
             let latency_us = started.elapsed().as_micros() as u64;
             let result = match &outcome {
                 CallOutcome::Answer { is_error: false, .. } => CallResult::Ok,
@@ -212,7 +217,9 @@ async fn handle_item(
             match outcome {
                 // Past the cap the answer is dropped here, before it is copied anywhere.
                 CallOutcome::Answer { value, .. } if !budget.take(48 + id.len() + value.len()) => {}
-                CallOutcome::Answer { body, value, is_error } => write_answer(out, id, is_error, &body[value]),
+                CallOutcome::Answer {
+                    body, value, is_error, ..
+                } => write_answer(out, id, is_error, &body[value]),
                 CallOutcome::Failed(e) => {
                     write_error(out, Some(id), e.code(), &e.to_string(), error_data(&e).as_deref())
                 }

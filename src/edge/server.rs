@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use super::diagnosis::Diagnosis;
 use super::http::{parse_head, HeadError, Method, RequestHead};
 use super::reply::{write_error, write_http, ResponseMeta};
 use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
@@ -146,6 +147,8 @@ struct Connection<'s, S> {
     stream: S,
     buf: ReadBuf,
     out: Vec<u8>,
+    /// The diagnostic header lines of the response being written (kept: no allocation per request).
+    headers: Vec<u8>,
     shard: &'s Shard,
 }
 
@@ -156,6 +159,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             stream,
             buf: ReadBuf::with_capacity(IDLE_READ),
             out: Vec::new(),
+            headers: Vec::new(),
             shard,
         }
     }
@@ -353,6 +357,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             extra,
             omit_body: head.method == Some(Method::Head),
             content_type: None,
+            raw: &[],
         };
         match head.method.unwrap_or(Method::Other) {
             Method::Options => {
@@ -412,7 +417,17 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             Method::Post => {
                 let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
                 let caller = caller(key, head);
-                let reply = handle_body(&self.shard.rpc, &gen.networks[route], &caller, key, body, deadline).await;
+                let diag = Diagnosis::default();
+                let network = &gen.networks[route];
+                let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
+                self.headers.clear();
+                if gen.diagnostic_headers {
+                    diag.write_headers(&mut self.headers, &network.route);
+                }
+                let meta = |extra| ResponseMeta {
+                    raw: &self.headers,
+                    ..meta(extra)
+                };
                 let metrics = self.shard.recorder.metrics();
                 metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
                 match reply {

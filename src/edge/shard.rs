@@ -29,6 +29,8 @@ pub struct Gen {
     pub keys: Arc<KeyRing>,
     /// Each network's `probe_interval_ms`.
     pub probe_interval_ms: Vec<u64>,
+    /// `server.diagnostic_headers`.
+    pub diagnostic_headers: bool,
 }
 
 /// Everything one shard owns.

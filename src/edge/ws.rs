@@ -256,7 +256,7 @@ async fn handle_text(
     };
     let Some((id, method, params)) = single else {
         let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
-        return match handle_body(&shard.rpc, network, caller, key, text, deadline).await {
+        return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
             BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => Some(String::from_utf8_lossy(&b).into_owned()),
             BodyReply::Empty => None,
         };

@@ -141,6 +141,7 @@ fn result_of(out: &CallOutcome) -> Option<&[u8]> {
             body,
             value,
             is_error: false,
+            ..
         } => Some(&body[value.clone()]),
         _ => None,
     }
@@ -152,6 +153,7 @@ fn error_message(out: &CallOutcome) -> Option<&[u8]> {
             body,
             value,
             is_error: true,
+            ..
         } => object_field(&body[value.clone()], "message"),
         _ => None,
     }
@@ -599,6 +601,7 @@ async fn transaction(
             body,
             value,
             is_error: true,
+            ..
         } if submission_says(&body[value.clone()]) == SubmissionSays::AlreadyKnown => {
             sol.route.recorder.metrics().submitted(Submitted::AlreadyKnown);
             out = signature_answer(&sig);

@@ -26,6 +26,7 @@ fn answer(value: &str, is_error: bool) -> CallOutcome {
         value: start..start + value.len(),
         body: body.into_bytes(),
         is_error,
+        how: Default::default(),
     }
 }
 

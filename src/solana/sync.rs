@@ -205,6 +205,7 @@ impl SolanaRoute {
                 body,
                 value,
                 is_error: false,
+                ..
             } => {
                 let result = &body[value];
                 let slot = object_field(result, "context")

@@ -154,6 +154,8 @@ struct NetworkSpec {
 
 pub struct PrismBuilder {
     shards: u32,
+    /// Extra `key = value` lines of the `[server]` table.
+    server: Vec<String>,
     limits: Vec<(String, String)>,
     networks: Vec<NetworkSpec>,
     extra: String,
@@ -170,6 +172,7 @@ impl PrismBuilder {
     pub fn new() -> PrismBuilder {
         PrismBuilder {
             shards: 1,
+            server: Vec::new(),
             limits: DEFAULT_LIMITS
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -185,6 +188,11 @@ impl PrismBuilder {
     /// Listens on a port P whose neighbour P+1 is free as well (a Solana network's WebSocket listener).
     pub fn listen_pair(mut self) -> Self {
         self.pair = true;
+        self
+    }
+    /// Sets `key = value` (TOML value text) in the `[server]` table.
+    pub fn server_option(mut self, key: &str, value: impl Display) -> Self {
+        self.server.push(format!("{key} = {value}"));
         self
     }
     pub fn shards(mut self, n: u32) -> Self {
@@ -282,8 +290,9 @@ impl PrismBuilder {
     pub fn config_toml(&self, listen: SocketAddr) -> String {
         let admin = self.admin.map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string());
         let mut t = format!(
-            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nshards = {}\npin_cores = false\n\n[limits]\n",
-            self.shards
+            "[server]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nshards = {}\npin_cores = false\n{}\n[limits]\n",
+            self.shards,
+            self.server.iter().map(|l| format!("{l}\n")).collect::<String>()
         );
         for (k, v) in &self.limits {
             t.push_str(&format!("{k} = {v}\n"));

@@ -568,6 +568,7 @@ async fn fetch(route: &NetworkRoute, method: &str, params: &str) -> Option<Vec<u
             body,
             value,
             is_error: false,
+            ..
         } => Some(body[value].to_vec()),
         _ => None,
     }
