@@ -138,6 +138,38 @@ fn half_open_sends_exactly_one_probe_then_closes_when_it_succeeds() {
     );
 }
 
+/// The half-open probe goes when the cooldown ends, not at the next probe tick: with probes a minute apart
+/// and a 600 ms cooldown, a provider that is back closes within about a second of the cooldown.
+#[test]
+fn the_half_open_probe_goes_when_the_cooldown_ends_not_at_the_next_tick() {
+    const COOLDOWN_MS: u64 = 600;
+    let (p1, p2) = (FakeProvider::start(), FakeProvider::start());
+    let prism = builder(
+        &p1,
+        &p2,
+        &format!("failure_threshold = 3\nwindow_ms = 60000\ncooldown_ms = {COOLDOWN_MS}"),
+        60_000,
+    )
+    .start();
+    wait_serving(&prism, &["p1", "p2"]);
+    p1.set_method_mode("eth_getBalance", Mode::Status(500));
+    let opened = reads_until_p1_saw(&prism, &p1, 3);
+    p1.clear_method_mode("eth_getBalance");
+    prism.wait_provider("p1", WAIT, "open", |r| r["state"] != "closed");
+    let row = prism.wait_state("p1", "closed", Duration::from_millis(COOLDOWN_MS + 1500));
+    let closed_after = opened.elapsed();
+    assert!(
+        closed_after < Duration::from_millis(COOLDOWN_MS + 1500),
+        "closed {closed_after:?} after opening: {row}"
+    );
+    let probes = probes_after(&p1, opened);
+    assert_eq!(probes.len(), 1, "one half-open probe, no tick in between");
+    assert!(
+        probes[0] >= opened + Duration::from_millis(COOLDOWN_MS - 50),
+        "not before the cooldown"
+    );
+}
+
 #[test]
 fn failed_half_open_probe_reopens_with_doubled_cooldown() {
     const COOLDOWN_MS: u64 = 800;

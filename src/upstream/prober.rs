@@ -34,13 +34,34 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
         id += 1;
         probe_head(route, i, id).await;
         let next = started + interval;
-        let wait = futures_lite::future::or(
-            async {
-                crate::runtime::sleep(next.saturating_duration_since(Instant::now())).await;
-            },
+        until_tick_or_probe_due(route, i, next, shutdown).await;
+    }
+}
+
+/// How often a sleeping prober looks whether its provider's breaker opened (and when its cooldown ends).
+const BREAKER_LOOK_MS: u64 = 100;
+
+/// Sleeps until `next`, or until this provider's breaker cooldown ends: its one half-open probe goes then,
+/// not at the next tick (with `probe_interval_ms = 60000` and a 3 s cooldown a pool would otherwise wait a
+/// minute for a provider that is back). A breaker may open while the prober sleeps, so it looks every
+/// [`BREAKER_LOOK_MS`]: one atomic load.
+async fn until_tick_or_probe_due(route: &NetworkRoute, i: ProviderId, next: Instant, shutdown: &Shutdown) {
+    loop {
+        let now = Instant::now();
+        if now >= next || shutdown.is_triggered() || route.superseded.get() {
+            return;
+        }
+        let mut wake = next.min(now + Duration::from_millis(BREAKER_LOOK_MS));
+        match route.live.providers()[i].breaker.state(now_ms()) {
+            BreakerState::ProbeDue => return,
+            BreakerState::Open { retry_in_ms } => wake = wake.min(now + Duration::from_millis(retry_in_ms)),
+            _ => {}
+        }
+        futures_lite::future::or(
+            async { crate::runtime::sleep(wake.saturating_duration_since(Instant::now())).await },
             shutdown.triggered(),
-        );
-        wait.await;
+        )
+        .await;
     }
 }
 
