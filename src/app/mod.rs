@@ -520,6 +520,9 @@ fn build_gen(
             statics,
             live: lives[index].clone(),
             retry: config.policy.retry.clone(),
+            hedge: crate::core::hedge::Hedging::new(&config.policy.hedge),
+            hedge_budget: Default::default(),
+            operators: operators(&config.networks[index]),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
             cache: match before {
@@ -566,6 +569,24 @@ fn build_gen(
         probe_interval_ms: config.networks.iter().map(|n| n.probe_interval_ms).collect(),
         diagnostic_headers: config.server.diagnostic_headers,
     }
+}
+
+/// Each provider's operator as a small index: the same `operator` name (or, without one, the provider's
+/// own name) is the same index.
+fn operators(network: &crate::config::Network) -> Vec<u16> {
+    let mut names: Vec<&str> = Vec::new();
+    network
+        .providers
+        .iter()
+        .map(|p| {
+            let name = p.operator.as_deref().unwrap_or(&p.name);
+            let at = names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                names.push(name);
+                names.len() - 1
+            });
+            at as u16
+        })
+        .collect()
 }
 
 /// 0 when the provider is in this node's region (or either is unknown), 0.5 on the same continent

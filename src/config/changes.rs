@@ -74,9 +74,9 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
     let solana = running.networks.iter().any(|n| n.kind == NetworkKind::SolanaMagic);
     if solana {
         differs(
-            "policy.retry (a solana-magic network keeps its routes until a restart)",
-            format!("{:?}", running.policy.retry),
-            format!("{:?}", new.policy.retry),
+            "policy.retry and policy.hedge (a solana-magic network keeps its routes until a restart)",
+            format!("{:?} {:?}", running.policy.retry, running.policy.hedge),
+            format!("{:?} {:?}", new.policy.retry, new.policy.hedge),
         );
     }
     let names = |c: &Config| c.networks.iter().map(|n| (n.name.clone(), n.kind)).collect::<Vec<_>>();

@@ -196,6 +196,34 @@ impl Default for Limits {
 pub struct Policy {
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
+    pub hedge: HedgePolicy,
+}
+
+/// `[policy.hedge]`: when a read's answer is later than its provider's recent p95 (for the call's family),
+/// the same read goes to the next-best provider of another operator and the first good answer wins. Never
+/// for writes, filters or anything not idempotent; capped by a budget of extra upstream calls; never billed
+/// to the key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HedgePolicy {
+    pub enabled: bool,
+    /// Hedges a shard may send, as a percentage of the attempts it makes on the network.
+    pub budget_percent: f64,
+    /// Never hedge sooner than this, whatever the provider's p95.
+    pub min_delay_ms: u64,
+    /// Latency families that are hedged: `light`, `execute`, `logs`, `trace`.
+    pub families: Vec<String>,
+}
+
+impl Default for HedgePolicy {
+    fn default() -> Self {
+        HedgePolicy {
+            enabled: true,
+            budget_percent: 5.0,
+            min_delay_ms: 20,
+            families: vec!["light".into(), "execute".into(), "logs".into()],
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -368,6 +396,9 @@ pub struct Provider {
     /// `getDelegationStatus`). Never taken from `url`, which may carry the operator's credentials.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// Who runs it: a hedge goes to a provider of another operator. Each provider is its own by default.
+    #[serde(default)]
+    pub operator: Option<String>,
     /// Not a config key: set on the running roster when a reload removed this provider (its slot stays,
     /// drained; see `config::changes`).
     #[serde(skip)]

@@ -32,6 +32,7 @@ pub fn network(n: usize) -> Network {
                 role: None,
                 identity: None,
                 public_url: None,
+                operator: None,
                 retired: false,
             })
             .collect(),

@@ -318,3 +318,17 @@ fn public_url_is_an_ers_address_and_nothing_else() {
     let err = Config::from_toml_with(&not_url, env).unwrap_err().to_string();
     assert!(err.contains("public_url") && err.contains("URL"), "{err}");
 }
+
+#[test]
+fn hedge_policy_defaults_and_checks() {
+    let c = Config::from_toml_with(MINIMAL, |_| None).unwrap();
+    let h = &c.policy.hedge;
+    assert!(h.enabled && h.budget_percent == 5.0 && h.min_delay_ms == 20);
+    assert_eq!(h.families, ["light", "execute", "logs"]);
+    let bad = format!("{MINIMAL}[policy.hedge]\nfamilies = [\"submit\"]\n");
+    let err = Config::from_toml_with(&bad, |_| None).unwrap_err().to_string();
+    assert!(err.starts_with("policy.hedge.families[0]:"), "{err}");
+    let bad = format!("{MINIMAL}[policy.hedge]\nbudget_percent = 150\n");
+    let err = Config::from_toml_with(&bad, |_| None).unwrap_err().to_string();
+    assert!(err.starts_with("policy.hedge.budget_percent:"), "{err}");
+}

@@ -119,6 +119,21 @@ impl Config {
                 format!("must not exceed policy.retry.max_delay_ms ({})", r.max_delay_ms),
             ));
         }
+        let h = &self.policy.hedge;
+        if !(h.budget_percent.is_finite() && (0.0..=100.0).contains(&h.budget_percent)) {
+            return Err(ConfigError::invalid(
+                "policy.hedge.budget_percent",
+                "must be a number from 0 to 100",
+            ));
+        }
+        for (i, f) in h.families.iter().enumerate() {
+            if !["light", "execute", "logs", "trace"].contains(&f.as_str()) {
+                return Err(ConfigError::invalid(
+                    format!("policy.hedge.families[{i}]"),
+                    format!("{f:?} is not a read family: light, execute, logs or trace (submissions are never hedged)"),
+                ));
+            }
+        }
         let b = &self.policy.breaker;
         positive("policy.breaker.failure_threshold", b.failure_threshold as u64)?;
         positive("policy.breaker.window_ms", b.window_ms)?;

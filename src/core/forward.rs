@@ -28,7 +28,7 @@ use crate::config::{Jitter, RetryOn};
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::rpc::{Call, ProviderId};
 use crate::telemetry::metrics::Settled;
-use crate::transport::TransportError;
+use crate::transport::{TransportError, UpstreamResponse};
 
 use super::blame::{Blame, BlameKey};
 use super::cache::revealed_block;
@@ -74,6 +74,21 @@ pub async fn forward_with<E: Exchange>(
     Attempts::new(ex, route, call, info, caller, deadline)
         .run(&body, id)
         .await
+}
+
+/// What one call's attempts came to, beyond the answer: upstream calls made (hedges included), hedged.
+#[derive(Default)]
+struct Tally {
+    made: Cell<u32>,
+    hedged: Cell<bool>,
+}
+
+/// One (possibly hedged) exchange.
+struct Exchanged {
+    provider: ProviderId,
+    started: Instant,
+    result: Result<UpstreamResponse, TransportError>,
+    hedge: Option<ProviderId>,
 }
 
 /// The retry loop of one call.
@@ -161,14 +176,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         }
     }
 
-    /// Every attempt until an answer (or none is left); the answer says how many were made.
+    /// Every attempt until an answer (or none is left); the answer says how many were made, hedges included.
     async fn run(self, body: &[u8], id: u64) -> CallOutcome {
-        let made = Cell::new(0u32);
-        let outcome = self.attempt_all(body, id, &made).await;
-        outcome.with_how(|how| how.attempts = made.get().min(u8::MAX as u32) as u8)
+        let tally = Tally::default();
+        let outcome = self.attempt_all(body, id, &tally).await;
+        outcome.with_how(|how| {
+            how.attempts = tally.made.get().min(u8::MAX as u32) as u8;
+            how.hedged = tally.hedged.get();
+        })
     }
 
-    async fn attempt_all(mut self, body: &[u8], id: u64, made: &Cell<u32>) -> CallOutcome {
+    async fn attempt_all(mut self, body: &[u8], id: u64, tally: &Tally) -> CallOutcome {
         let route = self.route;
         let max = self.max_attempts();
         let mut attempt = 0u32;
@@ -211,7 +229,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             };
             self.ask.exclude |= i.bit();
             attempt += 1;
-            made.set(attempt);
+            tally.made.set(tally.made.get() + 1);
             let attempts_left = max.saturating_sub(attempt) + 1;
             let started = self.ex.now();
             let remaining = self.deadline.saturating_duration_since(started);
@@ -220,10 +238,18 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             } else {
                 started + remaining / attempts_left
             };
+            let Exchanged {
+                provider: i,
+                started,
+                result,
+                hedge,
+            } = self.exchange(i, body, attempt_deadline, started, now).await;
+            if let Some(j) = hedge {
+                self.ask.exclude |= j.bit();
+                tally.made.set(tally.made.get() + 1);
+                tally.hedged.set(true);
+            }
             let upstream = &route.upstreams[i];
-            let guard = super::route::InFlightGuard::new(upstream, now);
-            let result = self.ex.post(route, i, body, attempt_deadline, !self.write).await;
-            drop(guard);
             if let Err(e @ TransportError::ConnectionLimit { .. }) = &result {
                 // Prism's own connection cap: nothing was sent and nothing is held against the provider
                 // (no breaker, no latency); another provider may have room.
@@ -407,6 +433,100 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     }
 
     /// Whether this call's answers are small on any honest node (over the response limit is a flood).
+    /// One attempt at provider `i`, hedged when the read qualifies and `i` is late (`core::hedge`): the
+    /// provider whose answer it is (`i`, or the hedge's), when that exchange started, its result, and the
+    /// provider a hedge went to. The loser is dropped: a connection whose answer was not read in full is
+    /// closed, never reused.
+    async fn exchange(
+        &self,
+        i: ProviderId,
+        body: &[u8],
+        deadline: Instant,
+        started: Instant,
+        now_ms: u64,
+    ) -> Exchanged {
+        let route = self.route;
+        let done = |provider, started, result, hedge| Exchanged {
+            provider,
+            started,
+            result,
+            hedge,
+        };
+        let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
+        let primary = self.ex.post(route, i, body, deadline, !self.write);
+        let Some(delay) = self.hedge_delay(i) else {
+            return done(i, started, primary.await, None);
+        };
+        route.hedge_budget.earn(route.hedge.per_attempt);
+        let mut primary = std::pin::pin!(primary);
+        let early = futures_lite::future::or(async { Some(primary.as_mut().await) }, async {
+            self.ex.sleep(delay).await;
+            None
+        })
+        .await;
+        if let Some(result) = early {
+            return done(i, started, result, None);
+        }
+        // Late. The next-best provider of another operator, if the budget has a hedge.
+        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend()) else {
+            return done(i, started, primary.await, None);
+        };
+        let hedge_started = self.ex.now();
+        let _hedge_guard = super::route::InFlightGuard::new(&route.upstreams[j], self.ex.now_ms());
+        let mut hedge = std::pin::pin!(self.ex.post(route, j, body, deadline, true));
+        let first = futures_lite::future::or(async { (false, primary.as_mut().await) }, async {
+            (true, hedge.as_mut().await)
+        })
+        .await;
+        let good = |r: &Result<UpstreamResponse, TransportError>| matches!(r, Ok(a) if (200..300).contains(&a.status));
+        // The first good answer wins; if the first to finish failed, the other one is waited for.
+        let (won, result) = match first {
+            (hedge_first, r) if good(&r) => (hedge_first, r),
+            (false, _) => (true, hedge.as_mut().await),
+            (true, _) => (false, primary.as_mut().await),
+        };
+        route.recorder.metrics().hedge(won);
+        if won {
+            // The loser was late by at least this much: routing hears of it now (its recent latency), so
+            // the next reads avoid it rather than each wait for a hedge.
+            let late_us = self.ex.now().saturating_duration_since(started).as_micros() as u64;
+            route.upstreams[i].observe_latency(self.info.family, late_us, self.ex.now_ms());
+            done(j, hedge_started, result, Some(j))
+        } else {
+            done(i, started, result, Some(j))
+        }
+    }
+
+    /// How long `i`'s answer may take before this call is hedged; `None` when it is not hedged at all.
+    fn hedge_delay(&self, i: ProviderId) -> Option<std::time::Duration> {
+        let hedging = &self.route.hedge;
+        if self.write || self.never_retry || self.info.kind != Kind::Read || !hedging.covers(self.info.family) {
+            return None;
+        }
+        hedging.delay(&self.route.live.health.load(), i, self.info.family)
+    }
+
+    /// Where a hedge of an attempt at `i` goes: the router's choice among the providers of other operators
+    /// this call may still use.
+    fn hedge_target(&self, i: ProviderId) -> Option<ProviderId> {
+        let route = self.route;
+        let mut ask = self.ask;
+        ask.exclude |= i.bit() | super::hedge::same_operator(&route.operators, i);
+        let now = self.ex.now_ms();
+        match choose(
+            &route.statics,
+            &route.live,
+            &route.live.health.load(),
+            &ask,
+            now,
+            route.next_rotation(),
+            fastrand::f64(),
+        ) {
+            Choice::Provider(j) => Some(j),
+            _ => None,
+        }
+    }
+
     fn light(&self) -> bool {
         self.info.family == crate::rpc::methods::Family::Light
     }

@@ -9,6 +9,7 @@ pub mod classify;
 pub mod dedupe;
 pub mod exchange;
 pub mod forward;
+pub mod hedge;
 pub mod judge;
 pub mod marks;
 pub mod outcome;

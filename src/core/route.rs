@@ -152,6 +152,10 @@ pub struct NetworkRoute {
     pub statics: Vec<ProviderStatic>,
     pub live: Arc<NetworkLive>,
     pub retry: RetryPolicy,
+    /// Hedged reads (`[policy.hedge]`) and this shard's budget for them; each provider's operator index.
+    pub hedge: super::hedge::Hedging,
+    pub hedge_budget: super::hedge::HedgeBudget,
+    pub operators: Vec<u16>,
     pub recorder: Rc<Recorder>,
     /// Rotation counter for ties and round robin.
     pub rotation: Cell<usize>,

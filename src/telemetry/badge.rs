@@ -96,6 +96,7 @@ mod tests {
         Figures {
             p50_us: p99_us / 2,
             p99_us,
+            p95_us: p99_us,
             calls,
             failures,
         }

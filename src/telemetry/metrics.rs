@@ -100,6 +100,8 @@ pub struct ShardMetrics {
     solana: [std::sync::atomic::AtomicI64; 5],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
     settled: [AtomicU64; 7],
+    /// Hedged reads: sent, and won (the hedge answered first).
+    hedges: [AtomicU64; 2],
     /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
     /// [`Submitted`].
     submitted: [AtomicU64; 4],
@@ -182,6 +184,7 @@ impl ShardMetrics {
             ws: Default::default(),
             solana: Default::default(),
             settled: Default::default(),
+            hedges: Default::default(),
             submitted: Default::default(),
             unknown_methods: AtomicU64::new(0),
         }
@@ -193,6 +196,11 @@ impl ShardMetrics {
 
     pub fn unknown_method(&self) {
         self.unknown_methods.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A hedge was sent (`won`: it answered first).
+    pub fn hedge(&self, won: bool) {
+        self.hedges[usize::from(won)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn settled(&self, how: Settled) {
@@ -498,6 +506,25 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
+    }
+    for (i, (name, help)) in [
+        (
+            "prism_hedges_total",
+            "Hedged reads sent: a second provider asked because the first was later than its p95.",
+        ),
+        ("prism_hedges_won_total", "Hedged reads whose hedge answered first."),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let v = sum(shards, |s| {
+            if i == 0 {
+                s.hedges[0].load(Ordering::Relaxed) + s.hedges[1].load(Ordering::Relaxed)
+            } else {
+                s.hedges[1].load(Ordering::Relaxed)
+            }
+        });
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
     }
     let settled = |i: usize| sum(shards, |s| s.settled[i].load(Ordering::Relaxed));
     labelled_counter(

@@ -118,13 +118,18 @@ impl Window {
     pub fn figures(&mut self, now_ms: u64) -> Figures {
         self.expire(now_ms);
         let h = &self.total.latency_us;
-        let (p50, p99) = if h.is_empty() {
-            (0, 0)
+        let (p50, p95, p99) = if h.is_empty() {
+            (0, 0, 0)
         } else {
-            (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+            (
+                h.value_at_quantile(0.5),
+                h.value_at_quantile(0.95),
+                h.value_at_quantile(0.99),
+            )
         };
         Figures {
             p50_us: p50,
+            p95_us: p95,
             p99_us: p99,
             calls: self.total.calls,
             failures: self.total.failures,
