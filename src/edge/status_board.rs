@@ -148,11 +148,12 @@ impl AdminView {
         let rps: Vec<String> = t.rps_points.iter().map(|v| format!("{v:.2}")).collect();
         let _ = write!(
             out,
-            r#","totals":{{"intervalMs":{},"rps":{},"cacheHitRate":{},"joinRate":{},"rpsSeries":[{}],"keys":["#,
+            r#","totals":{{"intervalMs":{},"rps":{},"cacheHitRate":{},"joinRate":{},"hedgeRate":{},"rpsSeries":[{}],"keys":["#,
             t.interval_ms,
             num(t.rps, 2),
             num(t.cache_hit_rate, 4),
             num(t.join_rate, 4),
+            num(t.hedge_rate, 4),
             rps.join(",")
         );
         // The keys configured now, by their index (a reload keeps a kept key's index).

@@ -288,6 +288,8 @@ pub struct Counters {
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub dedupe_joins: u64,
+    /// Hedged reads sent.
+    pub hedges: u64,
     /// Per key (index 0 = no key, then the configured keys in order): requests, refused by its rate limit.
     pub key_requests: Vec<u64>,
     pub key_throttled: Vec<u64>,
@@ -308,6 +310,7 @@ impl Counters {
             c.cache_hits += s.reuse[Reuse::CacheHit as usize].load(Ordering::Relaxed);
             c.cache_misses += s.reuse[Reuse::CacheMiss as usize].load(Ordering::Relaxed);
             c.dedupe_joins += s.reuse[Reuse::Joined as usize].load(Ordering::Relaxed);
+            c.hedges += s.hedges.iter().map(|h| h.load(Ordering::Relaxed)).sum::<u64>();
             c.key_requests.resize(s.keys.len(), 0);
             c.key_throttled.resize(s.keys.len(), 0);
             for (k, m) in s.keys.iter().enumerate() {

@@ -24,6 +24,8 @@ pub struct Totals {
     pub cache_hit_rate: Option<f64>,
     /// Joined calls over all calls answered in the interval.
     pub join_rate: Option<f64>,
+    /// Hedges sent over all calls answered in the interval (the extra upstream calls hedging cost).
+    pub hedge_rate: Option<f64>,
     /// Index 0 = requests without a key, then the configured keys in order.
     pub keys: Vec<KeyTotals>,
     /// Requests per second, one per interval, oldest first.
@@ -38,6 +40,7 @@ impl Default for Totals {
             rps: None,
             cache_hit_rate: None,
             join_rate: None,
+            hedge_rate: None,
             keys: Vec::new(),
             rps_points: Ring::new(POINTS),
             last: None,
@@ -72,6 +75,7 @@ impl Totals {
             self.rps = Some(rps);
             self.cache_hit_rate = ratio(hits, hits + d(c.cache_misses, prev.cache_misses));
             self.join_rate = ratio(d(c.dedupe_joins, prev.dedupe_joins), calls);
+            self.hedge_rate = ratio(d(c.hedges, prev.hedges), calls);
             for (k, t) in self.keys.iter_mut().enumerate() {
                 t.throttled_last = d(t.throttled, prev.key_throttled.get(k).copied().unwrap_or(0));
             }
@@ -91,6 +95,7 @@ mod tests {
             cache_hits: hits,
             cache_misses: misses,
             dedupe_joins: joins,
+            hedges: joins / 5,
             key_requests: vec![calls, calls],
             key_throttled: vec![0, throttled],
         }
