@@ -33,6 +33,7 @@ pub fn network(n: usize) -> Network {
                 identity: None,
                 public_url: None,
                 retired: false,
+                floor_block: 0,
             })
             .collect(),
     }
