@@ -73,6 +73,8 @@ fn routing(c: &mut Criterion) {
             prefer_deeper: false,
             exclude: 0,
             stalled: 0,
+            at_block: None,
+            tag: None,
         };
         let mut rotation = 0usize;
         c.bench_function(&format!("route/score/{n}_providers"), |b| {

@@ -403,6 +403,11 @@ pub struct Provider {
     /// drained; see `config::changes`).
     #[serde(skip)]
     pub retired: bool,
+    /// The lowest block this provider has state and logs for (a pruned or snapshot-synced node); 0 = an
+    /// archive node. Reads pinned below it go to providers that have the block first. Prism also learns a
+    /// floor from "missing trie node"-style answers; this one is never forgotten.
+    #[serde(default)]
+    pub floor_block: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

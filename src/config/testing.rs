@@ -34,6 +34,7 @@ pub fn network(n: usize) -> Network {
                 public_url: None,
                 operator: None,
                 retired: false,
+                floor_block: 0,
             })
             .collect(),
     }

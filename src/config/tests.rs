@@ -332,3 +332,24 @@ fn hedge_policy_defaults_and_checks() {
     let err = Config::from_toml_with(&bad, |_| None).unwrap_err().to_string();
     assert!(err.starts_with("policy.hedge.budget_percent:"), "{err}");
 }
+
+#[test]
+fn floor_block_defaults_to_archive_and_is_validated() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(c.networks[0].providers[0].floor_block, 0, "archive by default");
+    let pruned = format!("{MINIMAL}  floor_block = 18000000\n");
+    let c = Config::from_toml_with(&pruned, no_env).unwrap();
+    assert_eq!(c.networks[0].providers[0].floor_block, 18_000_000);
+    let absurd = format!("{MINIMAL}  floor_block = {}\n", (1u64 << 53) + 1);
+    let e = Config::from_toml_with(&absurd, no_env).unwrap_err().to_string();
+    assert!(e.contains("networks[0].providers[0].floor_block"), "{e}");
+    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let env = |name: &str| match name {
+        "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
+        _ => Some("x".to_string()),
+    };
+    let base = "  url = \"https://api.mainnet-beta.solana.com\"\n";
+    let on_solana = magic.replace(base, &format!("{base}  floor_block = 5\n"));
+    let e = Config::from_toml_with(&on_solana, env).unwrap_err().to_string();
+    assert!(e.contains("providers[0].floor_block") && e.contains("evm"), "{e}");
+}

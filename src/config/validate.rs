@@ -236,6 +236,18 @@ impl Config {
                         "must be greater than 0 when set",
                     ));
                 }
+                if p.floor_block > 0 && n.kind == NetworkKind::SolanaMagic {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.floor_block"),
+                        "only applies to evm networks (a block height; Solana counts slots)",
+                    ));
+                }
+                if p.floor_block > 1 << 53 {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.floor_block"),
+                        "must be at most 2^53 (a block height)",
+                    ));
+                }
                 if n.kind == NetworkKind::SolanaMagic {
                     match p.role {
                         None => {

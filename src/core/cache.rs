@@ -2,8 +2,9 @@
 //! bytes (S3-FIFO eviction via quick_cache's unsync cache: no locks, the shard owns it).
 //!
 //! Cached: chain id; blocks, transactions and receipts by hash once included; calls and state reads pinned to
-//! a block hash (EIP-1898); reads pinned to a block number at least `cache_depth_blocks` below the pool's head;
-//! logs by block hash or for a closed range below that depth. Never: latest/pending/safe/finalized reads,
+//! a block hash (EIP-1898); reads pinned to a block number at least `cache_depth_blocks` below the pool's head
+//! or at or below the pool's agreed `finalized` block (`core::finality`); logs by block hash or for a closed
+//! range below that depth or finalized. Never: latest/pending/safe/finalized reads,
 //! null results, errors, anything a write could change, answers over `max_entry_bytes`.
 //! Reorg safety: entries that depend on a block number are indexed by height; when an answer reveals a
 //! different hash at a height we have seen, every entry at or above that height is dropped.
@@ -43,7 +44,8 @@ fn by_hash(method: &str) -> bool {
     )
 }
 
-/// Whether a request's answer could be cached, given the pool's best head.
+/// Whether a request's answer could be cached, given the pool's best head and its agreed `finalized` block
+/// (0: unknown). A block at or below `finalized` cannot be reorganised away, so it needs no depth.
 pub fn request_pin(
     method: &str,
     info: &MethodInfo,
@@ -51,15 +53,16 @@ pub fn request_pin(
     params: Option<&[u8]>,
     head: u64,
     depth: u64,
+    finalized: u64,
 ) -> Option<Pin> {
     if !info.cacheable || !matches!(info.kind, Kind::Read | Kind::Local) || info.head == HeadHint::ResultIsHead {
         return None;
     }
-    let deep = |n: u64| head > 0 && n.saturating_add(depth) <= head;
+    let deep = |n: u64| head > 0 && (n.saturating_add(depth) <= head || n <= finalized);
     match block {
         BlockRef::Pinned => Some(Pin::Forever),
         BlockRef::Number(n) if deep(n) => Some(Pin::Height(n)),
-        BlockRef::Number(_) | BlockRef::Latest | BlockRef::Tag => None,
+        BlockRef::Number(_) | BlockRef::Latest | BlockRef::Tag | BlockRef::Final(_) => None,
         BlockRef::NotApplicable if by_hash(method) => Some(Pin::Forever),
         BlockRef::NotApplicable if method == "eth_getLogs" => {
             let filter = nth_element(params?, 0)?;
@@ -263,7 +266,42 @@ mod tests {
     fn pin(method: &str, params: &str, head: u64) -> Option<Pin> {
         let info = lookup(method);
         let block = block_ref(&info, Some(params.as_bytes()));
-        request_pin(method, &info, block, Some(params.as_bytes()), head, 64)
+        request_pin(method, &info, block, Some(params.as_bytes()), head, 64, 0)
+    }
+
+    #[test]
+    fn at_or_below_finalized_needs_no_depth() {
+        let info = lookup("eth_getBlockByNumber");
+        let at = |params: &str, finalized| {
+            let block = block_ref(&info, Some(params.as_bytes()));
+            request_pin(
+                "eth_getBlockByNumber",
+                &info,
+                block,
+                Some(params.as_bytes()),
+                1_000,
+                64,
+                finalized,
+            )
+        };
+        assert_eq!(at(r#"["0x3e0",false]"#, 0), None, "within the depth, finality unknown");
+        assert_eq!(at(r#"["0x3e0",false]"#, 992), Some(Pin::Height(992)), "finalized");
+        assert_eq!(at(r#"["0x3e1",false]"#, 992), None, "above finalized");
+        assert_eq!(at(r#"["finalized",false]"#, 992), None, "the tag itself moves");
+        let logs = lookup("eth_getLogs");
+        let params = r#"[{"fromBlock":"0x3d0","toBlock":"0x3e0"}]"#;
+        assert_eq!(
+            request_pin(
+                "eth_getLogs",
+                &logs,
+                BlockRef::NotApplicable,
+                Some(params.as_bytes()),
+                1_000,
+                64,
+                992
+            ),
+            Some(Pin::Height(992))
+        );
     }
 
     #[test]

@@ -30,16 +30,19 @@ use crate::rpc::{Call, ProviderId};
 use crate::telemetry::metrics::Settled;
 use crate::transport::{TransportError, UpstreamResponse};
 
+use super::availability;
 use super::blame::{Blame, BlameKey};
 use super::cache::revealed_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
+use super::finality::{self, TagCheck};
 use super::judge::{error_retry_on, judge, Failure, Judged};
+use super::marks::MarkKey;
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
 use super::txhash::raw_tx_hash;
-use crate::rpc::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
+use crate::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodInfo};
 
 pub use super::outcome::{CallOutcome, Caller, How, ProxyError, Source, TxRef, WRITE_OUTCOME_UNKNOWN};
 pub use crate::rpc::wire::{write_json_str, write_upstream_call};
@@ -101,9 +104,13 @@ struct Attempts<'r, 'c, E> {
     deadline: Instant,
     write: bool,
     never_retry: bool,
-    /// The client's high-water mark when the call arrived.
+    /// The client's high-water mark when the call arrived (for a `safe` / `finalized` read, its mark for
+    /// that tag), and which mark that is.
     mark: u64,
+    mark_key: MarkKey,
     latest: bool,
+    /// A `safe` / `finalized` read (`core::finality`).
+    tag: Option<Finality>,
     ask: Ask,
     /// The plausible head the last answer revealed (set by `check_head`, read by `finish`: scanned once).
     head: Cell<Option<u64>>,
@@ -121,7 +128,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let write = info.kind.sent_once();
         let block = block_ref(&info, call.params);
         let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
-        let mark = route.live.marks.get(caller.mark);
+        let tag = finality::tag_of(block).filter(|_| !route.solana);
+        let mark_key = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
+        let mark = route.live.marks.get(mark_key);
         let tolerance = route.live.hwm_tolerance;
         // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
         // may come from one within the tolerance. A read at block N prefers providers that have N.
@@ -146,7 +155,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             write,
             never_retry,
             mark,
+            mark_key,
             latest,
+            tag,
             head: Cell::new(None),
             ask: Ask {
                 family: info.family,
@@ -156,6 +167,8 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 prefer_deeper: false,
                 exclude: !caller.providers,
                 stalled: 0,
+                at_block: availability::lowest_block(&call.method, block, call.params),
+                tag: tag.map(|t| (t, route.live.tags.agreed(t).max(mark))),
             },
         }
     }
@@ -578,14 +591,20 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                         },
                         key: key.expect("set for Unknown"),
                     },
-                    Class::Unsupported | Class::DataUnavailable => Verdict::Reroute {
-                        answer: CallOutcome::Answer {
-                            body,
-                            value,
-                            is_error,
-                            how: How::from(p),
-                        },
-                    },
+                    Class::Unsupported | Class::DataUnavailable => {
+                        // No data at the block this read needs: the provider's floor is above it.
+                        if let (Class::DataUnavailable, Some(b)) = (class, self.ask.at_block) {
+                            route.live.learn_floor(p, b);
+                        }
+                        Verdict::Reroute {
+                            answer: CallOutcome::Answer {
+                                body,
+                                value,
+                                is_error,
+                                how: How::from(p),
+                            },
+                        }
+                    }
                     Class::Throttled | Class::QuotaExhausted | Class::ProviderFailure => Verdict::Failed {
                         error: ProxyError::Status {
                             provider: name(),
@@ -636,7 +655,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         }
         // `check_head` already observed the head and let only a plausible one through.
         if let (false, Some(h)) = (is_error, self.head.get()) {
-            self.route.live.marks.raise(self.caller.mark, h);
+            self.route.live.marks.raise(self.mark_key, h);
         }
         CallOutcome::Answer {
             body,
@@ -661,6 +680,58 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return None;
         }
         Some(CallOutcome::result(format!("\"0x{:x}\"", self.mark).into_bytes()))
+    }
+}
+
+impl<E: Exchange> Attempts<'_, '_, E> {
+    /// A `safe` / `finalized` read's answer (`core::finality::check_answer` on the block `number` it shows):
+    /// below the caller's mark for the tag it is lagging (the provider's tag is lowered, another is asked);
+    /// above any block the pool believes exists it is never answered; otherwise it raises the provider's tag
+    /// and, in `finish`, the caller's mark for the tag.
+    fn check_tag(&self, i: ProviderId, body: Vec<u8>, value: Range<usize>) -> Verdict {
+        let (Some(t), live) = (self.tag, &self.route.live) else {
+            return Verdict::Answer {
+                body,
+                value,
+                is_error: false,
+            };
+        };
+        let best = live.best_head.load(std::sync::atomic::Ordering::Relaxed);
+        let ceiling = if best == 0 {
+            0
+        } else {
+            best.saturating_add(live.rule.margin())
+        };
+        let shown = revealed_head(&self.info, true, &body[value.clone()]);
+        match shown.map(|n| (n, finality::check_answer(n, self.mark, ceiling))) {
+            Some((n, TagCheck::Lagging)) => {
+                live.slot(i).tags.lower(t, n);
+                Verdict::Lagging {
+                    answer: CallOutcome::Answer {
+                        body,
+                        value,
+                        is_error: false,
+                        how: How::from(i),
+                    },
+                }
+            }
+            Some((_, TagCheck::Implausible)) => Verdict::Reroute {
+                answer: CallOutcome::Failed(ProxyError::NotServed(
+                    "The provider answered a block the chain cannot be at; retry shortly",
+                )),
+            },
+            found => {
+                if let Some((n, _)) = found {
+                    live.slot(i).tags.raise(t, n);
+                    self.head.set(Some(n));
+                }
+                Verdict::Answer {
+                    body,
+                    value,
+                    is_error: false,
+                }
+            }
+        }
     }
 }
 
@@ -755,6 +826,11 @@ impl Verdict {
                     }
                 }
             },
+            Verdict::Answer {
+                body,
+                value,
+                is_error: false,
+            } if a.tag.is_some() => a.check_tag(i, body, value),
             v => v,
         }
     }

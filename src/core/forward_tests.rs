@@ -504,3 +504,90 @@ fn a_light_read_flooding_the_response_limit_is_the_providers_failure() {
     assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
     assert!(is_open(&route, 0));
 }
+
+const MISSING_TRIE: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32000,"message":"missing trie node 0f3a (path ) state 0x0f3a is not available"}}"#;
+
+#[test]
+fn no_data_deep_in_history_teaches_a_floor_and_the_next_read_goes_elsewhere_first() {
+    let route = route(2, no_jitter(3));
+    for i in 0..2 {
+        route.live.observe_head(ProviderId::new(i), 10_000);
+    }
+    let script = Script::new(vec![Reply::Http(200, MISSING_TRIE), Reply::Http(200, RESULT)]);
+    // 0x1f40 = 8 000: far below both heads.
+    let out = run(&route, &script, "eth_getBalance", r#"["0x1","0x1f40"]"#, 10 * SECOND);
+    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(script.to(), [0, 1]);
+    assert_eq!(route.live.providers()[0].floor.get(), 8_001);
+    assert!(!is_open(&route, 0), "lacking history is no failure");
+    // Below the learned floor: provider 1 first, whatever the rotation says.
+    for _ in 0..4 {
+        let script = Script::new(vec![Reply::Http(200, RESULT)]);
+        run(&route, &script, "eth_getBalance", r#"["0x1","0x1000"]"#, 10 * SECOND);
+        assert_eq!(script.to(), [1]);
+    }
+    // "header not found" one block below the head is a node not there yet: no floor.
+    let script = Script::new(vec![Reply::Http(200, MISSING_TRIE), Reply::Http(200, RESULT)]);
+    run(&route, &script, "eth_getBalance", r#"["0x1","0x270f"]"#, 10 * SECOND);
+    assert!(route.live.providers().iter().all(|p| p.floor.get() <= 8_001));
+}
+
+#[test]
+fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
+    let route = route(2, no_jitter(3));
+    for i in 0..2 {
+        route.live.observe_head(ProviderId::new(i), 0x200);
+    }
+    let caller = Caller::default();
+    let finalized = route.live.tag_mark(caller.mark, Finality::Finalized);
+    route.live.marks.raise(finalized, 0x100);
+    route.live.marks.raise(caller.mark, 0x1f0);
+    let script = Script::new(vec![
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0xf0"}}"#),
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x101"}}"#),
+    ]);
+    let out = run(
+        &route,
+        &script,
+        "eth_getBlockByNumber",
+        r#"["finalized",false]"#,
+        10 * SECOND,
+    );
+    assert_eq!(script.to(), [0, 1], "the lagging provider's answer is not the client's");
+    assert_eq!(result_of(&out), Some(&br#"{"number":"0x101"}"#[..]));
+    assert_eq!(route.live.marks.get(finalized), 0x101, "the tag's mark rose");
+    assert_eq!(route.live.marks.get(caller.mark), 0x1f0, "the latest mark is its own");
+    assert_eq!(
+        route.live.providers()[0].tags.get(Finality::Finalized),
+        0,
+        "lowered to what it showed"
+    );
+    assert_eq!(route.live.providers()[1].tags.get(Finality::Finalized), 0x101);
+    // Both behind the mark: an error the client can retry, never an older block.
+    let script = Script::new(vec![
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0xf0"}}"#),
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0xf1"}}"#),
+    ]);
+    let out = run(
+        &route,
+        &script,
+        "eth_getBlockByNumber",
+        r#"["finalized",false]"#,
+        10 * SECOND,
+    );
+    assert!(result_of(&out).is_none());
+    // A number above any head the pool believes is never answered, nor raises the mark.
+    let script = Script::new(vec![
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0xffffff"}}"#),
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x102"}}"#),
+    ]);
+    let out = run(
+        &route,
+        &script,
+        "eth_getBlockByNumber",
+        r#"["finalized",false]"#,
+        10 * SECOND,
+    );
+    assert_eq!(result_of(&out), Some(&br#"{"number":"0x102"}"#[..]));
+    assert_eq!(route.live.marks.get(finalized), 0x102);
+}

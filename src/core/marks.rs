@@ -27,6 +27,17 @@ impl MarkKey {
             MarkKey::Session(h) => MarkKey::Session(h ^ (side as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         }
     }
+
+    /// This caller's mark in lane `lane` of an EVM network (0 = latest, the mark itself; 1 = `safe`,
+    /// 2 = `finalized`: each tag keeps its own, never backwards, as `latest` does). Lane 0 is the key
+    /// unchanged so the latest mark stays where it always was; key marks of lane `l` sit after `l` tables of
+    /// `stride` (the key slots), session marks hash the lane in as [`MarkKey::on_side`] does.
+    pub fn in_lane(self, lane: u8, stride: usize) -> MarkKey {
+        match self {
+            MarkKey::Key(i) => MarkKey::Key(lane as usize * stride + i.min(stride.saturating_sub(1))),
+            MarkKey::Session(_) => self.on_side(lane, 0),
+        }
+    }
 }
 
 pub struct Marks {
@@ -77,5 +88,24 @@ mod tests {
             5,
             "collisions share, conservatively"
         );
+    }
+
+    #[test]
+    fn tag_lanes_are_their_own_marks_and_lane_zero_is_the_key() {
+        // Two keys plus "no key": 3 key slots, 3 lanes.
+        let m = Marks::new(3 * 3 - 1);
+        assert_eq!(MarkKey::Key(1).in_lane(0, 3), MarkKey::Key(1));
+        m.raise(MarkKey::Key(1), 100);
+        m.raise(MarkKey::Key(1).in_lane(2, 3), 40);
+        m.raise(MarkKey::Key(2).in_lane(1, 3), 70);
+        assert_eq!(m.get(MarkKey::Key(1)), 100);
+        assert_eq!(m.get(MarkKey::Key(1).in_lane(2, 3)), 40);
+        assert_eq!(m.get(MarkKey::Key(1).in_lane(1, 3)), 0);
+        assert_eq!(m.get(MarkKey::Key(2).in_lane(1, 3)), 70);
+        assert_eq!(m.get(MarkKey::Key(2)), 0);
+        let s = MarkKey::Session(9);
+        assert_eq!(s.in_lane(0, 3), s);
+        m.raise(s.in_lane(2, 3), 5);
+        assert_eq!(m.get(s), 0);
     }
 }

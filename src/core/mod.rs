@@ -1,6 +1,7 @@
 //! The balancer core: what a call means (method table), where it goes (router), and how its answer is
 //! judged: breakers, scoring router, retries, chain view and per-client high-water marks.
 
+pub mod availability;
 pub mod blame;
 pub mod breaker;
 pub mod cache;
@@ -8,6 +9,7 @@ pub mod canon;
 pub mod classify;
 pub mod dedupe;
 pub mod exchange;
+pub mod finality;
 pub mod forward;
 pub mod hedge;
 pub mod judge;

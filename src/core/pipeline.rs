@@ -5,13 +5,14 @@
 use std::cell::Cell;
 use std::time::Instant;
 
-use crate::rpc::methods::{block_ref, BlockRef, HeadHint, Kind, MethodInfo};
+use crate::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodInfo};
 use crate::rpc::Call;
 use crate::telemetry::metrics::Reuse;
 
 use super::cache::{answer_cacheable, request_pin};
 use super::canon::canonical_key;
 use super::dedupe::Role;
+use super::finality::tag_of;
 use super::forward::{forward_as, revealed_head};
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller, ProxyError, Source};
@@ -68,10 +69,18 @@ async fn reuse_or_forward(
     let metrics = route.recorder.metrics();
     let block = block_ref(&info, call.params);
     let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
-    let pin = route
-        .cache
-        .as_ref()
-        .and_then(|_| request_pin(&call.method, &info, block, call.params, head, route.cache_depth));
+    let finalized = route.live.tags.agreed(Finality::Finalized);
+    let pin = route.cache.as_ref().and_then(|_| {
+        request_pin(
+            &call.method,
+            &info,
+            block,
+            call.params,
+            head,
+            route.cache_depth,
+            finalized,
+        )
+    });
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
         if let Some(value) = cache.get(&key) {
             metrics.reuse(Reuse::CacheHit);
@@ -105,7 +114,8 @@ async fn reuse_or_forward(
     } else {
         (key, None)
     };
-    if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest {
+    let tag = tag_of(block);
+    if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest || tag.is_some() {
         match caller.mark {
             MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
             MarkKey::Session(h) => join_key.extend_from_slice(&h.to_le_bytes()),
@@ -118,7 +128,7 @@ async fn reuse_or_forward(
             let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
             match slot.wait().await {
                 // The mark may have risen while the shared call was in flight: a head below it is not ours.
-                Some(outcome) if !below_mark(route, &info, latest, caller, &outcome) => outcome,
+                Some(outcome) if !below_mark(route, &info, latest, tag, caller, &outcome) => outcome,
                 // Below the mark, or the leader's client went away before it finished: ask ourselves.
                 _ => forward_as(route, call, info, caller, deadline, ids).await,
             }
@@ -134,15 +144,25 @@ async fn reuse_or_forward(
     }
 }
 
-/// Whether a shared answer reveals a head below the caller's current high-water mark.
-fn below_mark(route: &NetworkRoute, info: &MethodInfo, latest: bool, caller: &Caller, outcome: &CallOutcome) -> bool {
+/// Whether a shared answer reveals a head below the caller's current high-water mark (for a `safe` /
+/// `finalized` read, its mark for that tag).
+fn below_mark(
+    route: &NetworkRoute,
+    info: &MethodInfo,
+    latest: bool,
+    tag: Option<Finality>,
+    caller: &Caller,
+    outcome: &CallOutcome,
+) -> bool {
+    let mark = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
     match outcome {
         CallOutcome::Answer {
             body,
             value,
             is_error: false,
             ..
-        } => revealed_head(info, latest, &body[value.clone()]).is_some_and(|h| h < route.live.marks.get(caller.mark)),
+        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()])
+            .is_some_and(|h| h < route.live.marks.get(mark)),
         _ => false,
     }
 }

@@ -5,14 +5,15 @@
 //! client's high-water mark, or already tried by this request), divided by the provider's `weight`.
 //! Lower is better. Round robin, random and weighted use the same candidate set and the same function with
 //! latency weight zero. Overflow providers, and providers past their quota, are used only when nothing
-//! else is usable.
+//! else is usable; providers pruned below the block a read needs come after all of those. A `safe` /
+//! `finalized` read prefers providers whose tag is at or above the pool's agreed value.
 
 use std::sync::atomic::Ordering;
 
 use super::breaker::BreakerState;
 use super::state::NetworkLive;
 use crate::config::{Strategy, Weights};
-use crate::rpc::methods::Family;
+use crate::rpc::methods::{Family, Finality};
 use crate::rpc::ProviderId;
 use crate::telemetry::snapshot::NetworkHealth;
 
@@ -42,6 +43,12 @@ pub struct Ask {
     /// (it turned slow, and its slow answers have not reached the latency windows yet): used only when
     /// nothing else is.
     pub stalled: u64,
+    /// The lowest block the read needs (`core::availability::lowest_block`): providers whose floor is above
+    /// it come after every provider that has it (a later tier), never before.
+    pub at_block: Option<u64>,
+    /// A `safe` / `finalized` read and the least tag value it wants (the pool's agreed value, or the caller's
+    /// mark for the tag if higher): providers at or above it are kept; if none is, the highest.
+    pub tag: Option<(Finality, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,7 +96,10 @@ pub fn choose(
         let burn = quota_burn(s, health, i);
         cand[n] = i;
         // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
-        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled));
+        // Tiers 2 and 3: the same, for providers that lack the block the read needs (pruned below it).
+        let lacks = ask.at_block.is_some_and(|b| !p.floor.has(b));
+        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled))
+            + 2 * u8::from(lacks);
         n += 1;
     }
     if n == 0 {
@@ -122,6 +132,22 @@ pub fn choose(
         let mut k = 0;
         for j in 0..m {
             if heads[j] >= floor {
+                cand[k] = cand[j];
+                k += 1;
+            }
+        }
+        m = k;
+    }
+    // A finality tag read: keep providers whose tag is at or above what it wants; if none is, the highest.
+    if let Some((t, want)) = ask.tag {
+        let mut tags = [0u64; 64];
+        for (k, &i) in cand[..m].iter().enumerate() {
+            tags[k] = live.providers()[i].tags.get(t);
+        }
+        let floor = want.min(tags[..m].iter().copied().max().unwrap_or(0));
+        let mut k = 0;
+        for j in 0..m {
+            if tags[j] >= floor {
                 cand[k] = cand[j];
                 k += 1;
             }

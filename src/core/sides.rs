@@ -6,6 +6,9 @@ use crate::config::{Network, NetworkKind, ProviderRole};
 /// Commitment levels (`processed`, `confirmed`, `finalized`), each with its own mark per side.
 pub const COMMITMENTS: usize = 3;
 
+/// Mark lanes per caller on an EVM network: latest, `safe`, `finalized`.
+pub const EVM_LANES: usize = 1 + crate::rpc::methods::Finality::ALL.len();
+
 /// Each provider's side (0 = base layer, k + 1 = ER k in order of first appearance, as `SolanaNet` counts
 /// them) and the slot rules of one solana-magic network.
 #[derive(Debug)]
@@ -45,8 +48,9 @@ impl SlotRule {
     }
 
     /// How many marks each caller has: one per side and commitment level on Solana (a `finalized` answer
-    /// is ~32 slots behind a `processed` one by design, so each level keeps its own), one on EVM.
+    /// is ~32 slots behind a `processed` one by design, so each level keeps its own); on EVM one for latest
+    /// and one per finality tag (`MarkKey::in_lane`).
     pub fn mark_lanes(n: &Network) -> usize {
-        SlotRule::for_network(n).map_or(1, |r| r.sides * COMMITMENTS)
+        SlotRule::for_network(n).map_or(EVM_LANES, |r| r.sides * COMMITMENTS)
     }
 }

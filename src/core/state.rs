@@ -15,9 +15,12 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use super::availability::Floor;
 use super::breaker::{Breaker, BreakerState};
-use super::marks::Marks;
+use super::finality::{agreed_value, PoolTags, TagHeads, TagReport};
+use super::marks::{MarkKey, Marks};
 use crate::config::{BreakerPolicy, Network};
+use crate::rpc::methods::Finality;
 use crate::rpc::ProviderId;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::snapshot::NetworkHealth;
@@ -227,6 +230,10 @@ pub struct ProviderLive {
     pub quota_stock: std::sync::atomic::AtomicI64,
     /// Removed from the config by a reload: never routed to again, its in-flight calls finish.
     pub retired: AtomicBool,
+    /// The lowest block it has state and logs for, declared or learned (`core::availability`).
+    pub floor: Floor,
+    /// Its `safe` / `finalized` blocks as last probed or answered (`core::finality`).
+    pub tags: TagHeads,
 }
 
 impl ProviderLive {
@@ -251,6 +258,8 @@ impl ProviderLive {
             quota_leased: AtomicBool::new(false),
             quota_stock: std::sync::atomic::AtomicI64::new(0),
             retired: AtomicBool::new(false),
+            floor: Floor::default(),
+            tags: TagHeads::default(),
         }
     }
 
@@ -331,11 +340,15 @@ pub struct NetworkLive {
     names: ArcSwap<Vec<String>>,
     /// Solana: each provider's side and the slot rules (`core::slots`); `None` on EVM networks.
     pub(super) slots: Option<super::sides::SlotRule>,
+    /// The pool's agreed `safe` / `finalized` blocks (`core::finality::agreed_value`).
+    pub tags: PoolTags,
+    /// Key slots of the marks table (keys + 1): the stride between an EVM caller's mark lanes.
+    key_slots: usize,
 }
 
 impl NetworkLive {
     pub fn new(network: &Network, policy: &BreakerPolicy, keys: usize) -> Arc<Self> {
-        Arc::new(NetworkLive {
+        let live = Arc::new(NetworkLive {
             all: (0..MAX_PROVIDERS).map(|_| ProviderLive::new(policy)).collect(),
             used: AtomicUsize::new(network.providers.len()),
             best_head: AtomicU64::new(0),
@@ -351,7 +364,50 @@ impl NetworkLive {
             name: network.name.clone(),
             names: ArcSwap::from_pointee(network.providers.iter().map(|p| p.name.clone()).collect()),
             slots: super::sides::SlotRule::for_network(network),
-        })
+            tags: PoolTags::default(),
+            key_slots: keys + 1,
+        });
+        live.apply_floors(network);
+        live
+    }
+
+    /// A read pinned to `block` found no data at `provider`: raise its learned floor if that proves one
+    /// (`Floor::learn`: only well below its head, by the head rule's margin).
+    pub fn learn_floor(&self, provider: ProviderId, block: u64) {
+        let p = &self.all[provider];
+        if p.floor
+            .learn(block, p.head.load(Ordering::Acquire), self.rule.margin(), now_ms())
+        {
+            tracing::info!(network = %self.name, provider = %self.provider_name(provider), floor = p.floor.get(),
+                "provider lacks history below this block; older reads go to providers that have it first");
+        }
+    }
+
+    /// Each provider's configured `floor_block` (at start-up and on a reload; learned floors stay).
+    fn apply_floors(&self, network: &Network) {
+        for (p, live) in network.providers.iter().zip(self.all.iter()) {
+            live.floor.set_configured(p.floor_block);
+        }
+    }
+
+    /// The caller's mark for finality tag `t` (its own lane, `MarkKey::in_lane`).
+    pub fn tag_mark(&self, k: MarkKey, t: Finality) -> MarkKey {
+        k.in_lane(1 + t.index() as u8, self.key_slots)
+    }
+
+    /// Recomputes the pool's agreed value of each tag from the providers that count and are not drifted
+    /// (see `core::finality::agreed_value`). Called by the prober, never on the request path.
+    pub fn recompute_tags(&self) {
+        let best = self.best_head.load(Ordering::Acquire);
+        for t in Finality::ALL {
+            let reports = ProviderId::all(self.providers().len())
+                .filter(|&i| self.counts(i) && !self.all[i].drifted.load(Ordering::Relaxed))
+                .map(|i| TagReport {
+                    tag: self.all[i].tags.get(t),
+                    head: self.all[i].head.load(Ordering::Acquire),
+                });
+            self.tags.set(t, agreed_value(reports, best));
+        }
     }
 
     /// This network's providers, by slot (retired ones included: they keep their slot).
@@ -381,6 +437,7 @@ impl NetworkLive {
         self.names
             .store(Arc::new(network.providers.iter().map(|p| p.name.clone()).collect()));
         self.used.fetch_max(n, Ordering::AcqRel);
+        self.apply_floors(network);
         self.recompute_best();
     }
 

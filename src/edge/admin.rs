@@ -16,6 +16,7 @@ use super::reply::{write_http, ResponseMeta};
 use crate::config::{Config, NetworkKind};
 use crate::core::state::NetworkLive;
 use crate::http1::ReadBuf;
+use crate::rpc::methods::Finality;
 use crate::rpc::ProviderId;
 use crate::runtime::net::{TcpListener, TcpStream};
 use crate::runtime::{spawn, timeout_at, Shutdown};
@@ -411,6 +412,9 @@ impl AdminView {
                             claimed_head: live.slot(i).claimed_head.load(Ordering::Relaxed),
                             badge: "",
                             badge_reason: String::new(),
+                            floor_block: live.slot(i).floor.get(),
+                            safe_head: live.slot(i).tags.get(Finality::Safe),
+                            finalized_head: live.slot(i).tags.get(Finality::Finalized),
                         }
                     })
                     .collect::<Vec<_>>();
@@ -474,10 +478,22 @@ impl AdminView {
                     r.claimed_head,
                 );
                 self.write_provider_board(&mut out, n, r.slot, r);
+                let _ = write!(
+                    out,
+                    r#","floorBlock":{},"safeHead":{},"finalizedHead":{}"#,
+                    r.floor_block, r.safe_head, r.finalized_head
+                );
                 out.push('}');
             }
             out.push(']');
             self.write_network_board(&mut out, n);
+            let tags = &self.lives[n].tags;
+            let _ = write!(
+                out,
+                r#","safe":{},"finalized":{}"#,
+                tags.agreed(Finality::Safe),
+                tags.agreed(Finality::Finalized)
+            );
             out.push('}');
         }
         out.push(']');
@@ -558,6 +574,11 @@ pub struct ProviderRow {
     /// "green", "amber" or "red" (`telemetry::badge`), and why.
     pub badge: &'static str,
     pub badge_reason: String,
+    /// The lowest block it has (declared `floor_block` or learned; 0 = archive) and its `safe` /
+    /// `finalized` blocks (0 = not known or not served).
+    pub floor_block: u64,
+    pub safe_head: u64,
+    pub finalized_head: u64,
 }
 
 pub(super) fn json_str(s: &str) -> String {

@@ -381,13 +381,39 @@ impl Declared {
 pub enum BlockRef {
     /// `latest`, `pending`, or no block param: answered from the provider's head.
     Latest,
-    /// `safe`, `finalized`, `earliest`.
+    /// `earliest`, or a tag Prism does not know.
     Tag,
+    /// `safe` or `finalized`: answered from the provider's own view of finality, which providers disagree on.
+    Final(Finality),
     Number(u64),
     /// A block hash or an EIP-1898 object.
     Pinned,
     /// Not a block-addressed read.
     NotApplicable,
+}
+
+/// The finality tags a read may name, in lane order (`Finality::lane`: 1 safe, 2 finalized; 0 is latest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finality {
+    Safe = 0,
+    Finalized = 1,
+}
+
+impl Finality {
+    pub const ALL: [Finality; 2] = [Finality::Safe, Finality::Finalized];
+
+    /// The tag as the JSON-RPC block parameter spells it.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Finality::Safe => "safe",
+            Finality::Finalized => "finalized",
+        }
+    }
+
+    /// Index into per-tag arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// Which block a call reads at.
@@ -403,7 +429,9 @@ pub fn block_ref(info: &MethodInfo, params: Option<&[u8]>) -> BlockRef {
     }
     match plain_str(raw) {
         Some("latest") | Some("pending") => BlockRef::Latest,
-        Some("safe") | Some("finalized") | Some("earliest") => BlockRef::Tag,
+        Some("safe") => BlockRef::Final(Finality::Safe),
+        Some("finalized") => BlockRef::Final(Finality::Finalized),
+        Some("earliest") => BlockRef::Tag,
         Some(s) if s.len() == 66 => BlockRef::Pinned,
         Some(_) => crate::jsonscan::hex_quantity(raw).map_or(BlockRef::Tag, BlockRef::Number),
         None if raw == b"null" => BlockRef::Latest,
@@ -495,7 +523,15 @@ mod tests {
             block_ref(&call, Some(br#"[{}, {"blockHash":"0xab"}]"#)),
             BlockRef::Pinned
         );
-        assert_eq!(block_ref(&call, Some(br#"[{}, "finalized"]"#)), BlockRef::Tag);
+        assert_eq!(
+            block_ref(&call, Some(br#"[{}, "finalized"]"#)),
+            BlockRef::Final(Finality::Finalized)
+        );
+        assert_eq!(
+            block_ref(&call, Some(br#"[{}, "safe"]"#)),
+            BlockRef::Final(Finality::Safe)
+        );
+        assert_eq!(block_ref(&call, Some(br#"[{}, "earliest"]"#)), BlockRef::Tag);
         let hash = format!(r#"[{{}}, "0x{}"]"#, "ab".repeat(32));
         assert_eq!(block_ref(&call, Some(hash.as_bytes())), BlockRef::Pinned);
         assert_eq!(block_ref(&lookup("eth_blockNumber"), None), BlockRef::NotApplicable);

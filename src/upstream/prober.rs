@@ -1,7 +1,11 @@
 //! The health prober: independent of traffic, every provider is asked `eth_blockNumber` (`getHealth` on
 //! Solana) every `probe_interval_ms` (and `eth_chainId` until it matches the configured chain). Each provider is probed
 //! by exactly one shard, so probe load does not grow with cores. Probes feed latency, breakers (the single
-//! half-open probe is one of these) and heads, then re-evaluate drift for the pool.
+//! half-open probe is one of these) and heads, then re-evaluate drift for the pool. On EVM every
+//! [`TAG_EVERY`]th probe also asks for the `safe` and `finalized` blocks (not of a provider that answered them
+//! with an error: it does not serve them), and a floor learned from a "missing trie node" answer is re-asked
+//! every [`FLOOR_RECHECK_PROBES`] probe intervals (`core::availability`). Neither feeds breakers or latency:
+//! `eth_blockNumber` is the health probe.
 
 use std::time::{Duration, Instant};
 
@@ -10,9 +14,9 @@ use crate::core::classify::Class;
 use crate::core::judge::{judge, Judged};
 use crate::core::route::NetworkRoute;
 use crate::core::slots::SlotChange;
-use crate::core::state::{ChainCheck, HeadVerdict};
-use crate::jsonscan::hex_quantity;
-use crate::rpc::methods::Family;
+use crate::core::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
+use crate::jsonscan::{hex_quantity, object_field};
+use crate::rpc::methods::{Family, Finality};
 use crate::rpc::wire::write_upstream_call;
 use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
@@ -21,9 +25,17 @@ use crate::telemetry::clock::now_ms;
 /// Longest a probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Tags are asked on one probe in this many: they move slower than the head and cost two calls.
+pub const TAG_EVERY: u64 = 4;
+
+/// A learned floor is re-checked after this many probe intervals (5 minutes at the default 2 s).
+pub const FLOOR_RECHECK_PROBES: u64 = 150;
+
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration, shutdown: &Shutdown) {
     let mut id = crate::rpc::ids::PROBES;
+    let mut round = 0u64;
+    let recheck_ms = (interval.as_millis() as u64).saturating_mul(FLOOR_RECHECK_PROBES);
     // A reload that replaced the route starts its own probers: this one ends at its next tick.
     while !shutdown.is_triggered() && !route.superseded.get() {
         let started = Instant::now();
@@ -31,8 +43,21 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
             id += 1;
             check_chain(route, i, id).await;
         }
+        // Tags before the head, so an honest provider's tags are never above the head it reports next.
+        if !route.solana && round % TAG_EVERY == 0 {
+            id += 2;
+            probe_tags(route, i, id).await;
+        }
+        round += 1;
         id += 1;
         probe_head(route, i, id).await;
+        if !route.solana {
+            route.live.recompute_tags();
+            if let Some(block) = route.live.providers()[i].floor.recheck_due(now_ms(), recheck_ms) {
+                id += 1;
+                recheck_floor(route, i, id, block).await;
+            }
+        }
         let next = started + interval;
         until_tick_or_probe_due(route, i, next, shutdown).await;
     }
@@ -133,6 +158,55 @@ async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
             SlotChange::Stalled(false) => {
                 tracing::warn!(network = %route.name, provider = %who, slot, "slot advancing again; back in the pool")
             }
+        }
+    }
+}
+
+/// Asks provider `i` for its `safe` and `finalized` blocks (`eth_getBlockByNumber(tag, false)`): a number is
+/// its tag now; an error answer (or no block) means it does not serve the tag, remembered so it is not asked
+/// again; a failed call says nothing. Only while its breaker is closed: the head probe judges health.
+async fn probe_tags(route: &NetworkRoute, i: ProviderId, id: u64) {
+    let p = &route.live.providers()[i];
+    if !p.breaker.is_closed() {
+        return;
+    }
+    for (k, t) in Finality::ALL.into_iter().enumerate() {
+        if p.tags.unsupported(t) {
+            continue;
+        }
+        let params = if t == Finality::Safe {
+            &br#"["safe",false]"#[..]
+        } else {
+            &br#"["finalized",false]"#[..]
+        };
+        match call_with(route, i, id + k as u64, "eth_getBlockByNumber", params).await {
+            Ok(block) => match object_field(&block, "number").and_then(hex_quantity) {
+                Some(n) if n <= MAX_HEIGHT => p.tags.set(t, n),
+                _ => unsupported(route, i, t),
+            },
+            Err(Class::Unsupported | Class::UserError | Class::DataUnavailable) => unsupported(route, i, t),
+            Err(_) => {}
+        }
+    }
+}
+
+fn unsupported(route: &NetworkRoute, i: ProviderId, t: Finality) {
+    if route.live.providers()[i].tags.set_unsupported(t) {
+        tracing::info!(network = %route.name, provider = %route.upstreams[i].name, tag = t.tag(),
+            "provider does not serve this block tag; not asked again, its reads go to providers that do");
+    }
+}
+
+/// Re-asks provider `i` for state at `block`, the highest block it was found to lack: an answer means it has
+/// history there now, and its learned floor is forgotten; "missing trie node" again keeps it. Any other
+/// outcome says nothing (the next check is another interval away).
+async fn recheck_floor(route: &NetworkRoute, i: ProviderId, id: u64, block: u64) {
+    let params = format!(r#"["0x0000000000000000000000000000000000000000","0x{block:x}"]"#);
+    if let Ok(value) = call_with(route, i, id, "eth_getBalance", params.as_bytes()).await {
+        if value.as_slice() != b"null" {
+            route.live.providers()[i].floor.forget(block);
+            tracing::info!(network = %route.name, provider = %route.upstreams[i].name, block,
+                "provider has history again below its learned floor; older reads may go to it");
         }
     }
 }

@@ -160,6 +160,11 @@ struct State {
     rng: u64,
     /// Flips on every request in `Mode::FailHalf`.
     fail_next: bool,
+    /// History this node keeps ([`FakeProvider::set_floor`]), tags ([`FakeProvider::set_tag`]) and whether
+    /// `eth_getBlockByNumber` at a number answers a block ([`FakeProvider::serve_blocks`]).
+    floor: u64,
+    tags: HashMap<String, u64>,
+    blocks: bool,
 }
 
 struct Inner {
@@ -220,6 +225,9 @@ impl FakeProvider {
                 conns: HashMap::new(),
                 rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(addr.port()),
                 fail_next: false,
+                floor: 0,
+                tags: HashMap::new(),
+                blocks: false,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -286,6 +294,23 @@ impl FakeProvider {
     }
     pub fn head(&self) -> u64 {
         self.inner.lock().head
+    }
+    /// A pruned node: state reads (`eth_getBalance`, `eth_call`, `eth_getCode`, `eth_getStorageAt`,
+    /// `eth_getTransactionCount`, `eth_getProof`) at a block number below `floor` answer geth's
+    /// "missing trie node" error; 0 = an archive node (the default).
+    pub fn set_floor(&self, floor: u64) {
+        self.inner.lock().floor = floor;
+    }
+    /// `eth_getBlockByNumber(tag, _)` answers a block whose `number` is `n` (`"safe"`, `"finalized"`). Once
+    /// a tag is set (or blocks are served), a tag never set answers Erigon's "finalized block not found", as
+    /// a node that does not serve it does. [`FakeProvider::set_reply`] on the method overrides both.
+    pub fn set_tag(&self, tag: &str, n: u64) {
+        self.inner.lock().tags.insert(tag.to_string(), n);
+    }
+    /// `eth_getBlockByNumber(number, _)` answers a block `{"number","hash"}` (the hash a function of the
+    /// number, the same on every fake) up to the head, `null` above it.
+    pub fn serve_blocks(&self) {
+        self.inner.lock().blocks = true;
     }
     /// Answers `method` with this raw `result` / `error` JSON, byte for byte.
     pub fn set_reply(&self, method: &str, reply: Reply) {
@@ -832,6 +857,53 @@ fn join_array(items: &[Vec<u8>]) -> Vec<u8> {
     v
 }
 
+/// The block a state read or `eth_getBlockByNumber` names (a hex number or a tag), by its position.
+fn block_param(method: &str, params: Option<&[u8]>) -> Option<serde_json::Value> {
+    let index = match method {
+        "eth_getBlockByNumber" => 0,
+        "eth_getBalance" | "eth_call" | "eth_getCode" | "eth_getTransactionCount" => 1,
+        "eth_getStorageAt" | "eth_getProof" => 2,
+        _ => return None,
+    };
+    let params: serde_json::Value = serde_json::from_slice(params?).ok()?;
+    params.get(index).cloned()
+}
+
+/// Answers of a node with a history floor, finality tags and blocks (see `set_floor`, `set_tag`,
+/// `serve_blocks`); `None` when none of that applies.
+fn chain_answer(g: &State, method: &str, params: Option<&[u8]>) -> Option<(&'static str, Vec<u8>)> {
+    let block = block_param(method, params)?;
+    let name = block.as_str()?;
+    let number = name.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+    let block_json = |n: u64| format!(r#"{{"number":"0x{n:x}","hash":"0x{n:064x}"}}"#).into_bytes();
+    match (method, number) {
+        ("eth_getBlockByNumber", None) if name == "safe" || name == "finalized" => {
+            if g.replies.contains_key(method) {
+                return None;
+            }
+            Some(match g.tags.get(name) {
+                Some(&n) => ("result", block_json(n)),
+                None if g.tags.is_empty() && !g.blocks => return None,
+                None => ("error", br#"{"code":-32000,"message":"finalized block not found"}"#.to_vec()),
+            })
+        }
+        ("eth_getBlockByNumber", Some(n)) if g.blocks => Some(if n <= g.head {
+            ("result", block_json(n))
+        } else {
+            ("result", b"null".to_vec())
+        }),
+        ("eth_getBlockByNumber", _) => None,
+        (_, Some(n)) if n < g.floor => Some((
+            "error",
+            format!(
+                r#"{{"code":-32000,"message":"missing trie node {n:064x} (path ) state 0x{n:064x} is not available, not found"}}"#
+            )
+            .into_bytes(),
+        )),
+        _ => None,
+    }
+}
+
 /// Records one call and returns its answer (None for a notification).
 fn answer_call(
     g: &mut State,
@@ -884,6 +956,8 @@ fn answer_call(
             )
             .into_bytes(),
         )
+    } else if let Some(answer) = chain_answer(g, &method, params.as_deref()) {
+        answer
     } else if let Some(r) = g.replies.get(&method) {
         match r {
             Reply::Result(s) => ("result", s.clone().into_bytes()),

@@ -43,6 +43,8 @@ fn ask() -> Ask {
         prefer_deeper: false,
         exclude: 0,
         stalled: 0,
+        at_block: None,
+        tag: None,
     }
 }
 
@@ -216,4 +218,96 @@ fn strategies_use_the_same_candidates() {
         .filter(|k| choose(&s, &l, &h, &weighted, 1, 0, *k as f64 / 1000.0) == Choice::Provider(ProviderId::new(0)))
         .count();
     assert!((700..=800).contains(&zeros), "{zeros}");
+}
+
+#[test]
+fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
+    let l = live(3);
+    // p0 is the fastest but pruned below 1 000 (declared); p1 learned a floor of 500.
+    l.providers()[0].floor.set_configured(1_000);
+    for i in 0..3 {
+        l.observe_head(ProviderId::new(i), 10_000);
+    }
+    assert!(l.providers()[1].floor.learn(499, 10_000, 10, 1));
+    let h = health(&[1, 5, 50], &[(0, 0), (0, 0), (0, 0)]);
+    let at = |b| Ask {
+        at_block: Some(b),
+        ..ask()
+    };
+    for r in 0..8 {
+        // Below both floors: only the archive node p2, slow as it is.
+        assert_eq!(
+            choose(&statics(3), &l, &h, &at(400), 1, r, 0.0),
+            Choice::Provider(ProviderId::new(2))
+        );
+        // Between them: p1 has it and beats p2.
+        assert_eq!(
+            choose(&statics(3), &l, &h, &at(700), 1, r, 0.0),
+            Choice::Provider(ProviderId::new(1))
+        );
+        // Above every floor: by score.
+        assert_eq!(
+            choose(&statics(3), &l, &h, &at(5_000), 1, r, 0.0),
+            Choice::Provider(ProviderId::new(0))
+        );
+    }
+    // An overflow provider that has the block still comes before the pruned primaries.
+    let mut st = statics(3);
+    st[2].overflow = true;
+    assert_eq!(
+        choose(&st, &l, &h, &at(400), 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(2))
+    );
+    // Nobody else usable: the pruned ones are still asked (their answer may say more than nothing).
+    let a = Ask {
+        exclude: ProviderId::new(2).bit(),
+        ..at(400)
+    };
+    assert_eq!(
+        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(0))
+    );
+}
+
+#[test]
+fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
+    let l = live(3);
+    for i in 0..3 {
+        l.observe_head(ProviderId::new(i), 10_000);
+    }
+    // p0 is the fastest but 45 blocks behind on `safe`.
+    l.providers()[0].tags.set(Finality::Safe, 9_900);
+    l.providers()[1].tags.set(Finality::Safe, 9_945);
+    l.providers()[2].tags.set(Finality::Safe, 9_945);
+    l.recompute_tags();
+    assert_eq!(l.tags.agreed(Finality::Safe), 9_945);
+    let h = health(&[1, 5, 5], &[(0, 0), (0, 0), (0, 0)]);
+    let a = Ask {
+        tag: Some((Finality::Safe, l.tags.agreed(Finality::Safe))),
+        ..ask()
+    };
+    let picks: Vec<_> = (0..6).map(|r| choose(&statics(3), &l, &h, &a, 1, r, 0.0)).collect();
+    assert!(!picks.contains(&Choice::Provider(ProviderId::new(0))), "{picks:?}");
+    assert!(
+        picks.contains(&Choice::Provider(ProviderId::new(1))) && picks.contains(&Choice::Provider(ProviderId::new(2)))
+    );
+    // `finalized` is its own tag: nobody reports it, so the tag says nothing and the score decides.
+    let f = Ask {
+        tag: Some((Finality::Finalized, 0)),
+        ..ask()
+    };
+    assert_eq!(
+        choose(&statics(3), &l, &h, &f, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(0))
+    );
+    // Nobody at the wanted value: the highest.
+    let high = Ask {
+        tag: Some((Finality::Safe, 9_999)),
+        exclude: ProviderId::new(1).bit(),
+        ..ask()
+    };
+    assert_eq!(
+        choose(&statics(3), &l, &h, &high, 1, 0, 0.0),
+        Choice::Provider(ProviderId::new(2))
+    );
 }
