@@ -33,6 +33,8 @@ pub fn network(n: usize) -> Network {
                 identity: None,
                 public_url: None,
                 retired: false,
+                max_logs_range: None,
+                max_logs_results: None,
             })
             .collect(),
     }

@@ -10,6 +10,7 @@ pub mod dedupe;
 pub mod exchange;
 pub mod forward;
 pub mod judge;
+pub mod logs;
 pub mod marks;
 pub mod outcome;
 pub mod pipeline;

@@ -182,6 +182,8 @@ pub struct NetworkRoute {
     /// A reload replaced this route: its probers stop (the new route's probe instead); calls and WebSocket
     /// sessions that hold it finish on it.
     pub superseded: Cell<bool>,
+    /// How wide `eth_getLogs` calls are split (`core::logs`): concurrency, byte cap, declared limits.
+    pub logs: super::logs::LogsSettings,
 }
 
 /// The newest route of one network on one shard, shared by all its generations. The subscription hub's

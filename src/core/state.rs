@@ -227,6 +227,10 @@ pub struct ProviderLive {
     pub quota_stock: std::sync::atomic::AtomicI64,
     /// Removed from the config by a reload: never routed to again, its in-flight calls finish.
     pub retired: AtomicBool,
+    /// `eth_getLogs`: the widest block range (and the most results) this provider is known to refuse
+    /// beyond, learned from its "too large" answers on any shard (`core::logs`); 0 = none learned yet.
+    pub logs_range: AtomicU64,
+    pub logs_results: AtomicU64,
 }
 
 impl ProviderLive {
@@ -251,6 +255,8 @@ impl ProviderLive {
             quota_leased: AtomicBool::new(false),
             quota_stock: std::sync::atomic::AtomicI64::new(0),
             retired: AtomicBool::new(false),
+            logs_range: AtomicU64::new(0),
+            logs_results: AtomicU64::new(0),
         }
     }
 
