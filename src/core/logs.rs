@@ -34,35 +34,8 @@ use super::exchange::{Exchange, Live};
 use super::forward::forward_with;
 use super::outcome::{CallOutcome, Caller, ProxyError};
 use super::route::NetworkRoute;
+pub use super::route::{DeclaredLimits, LogsSettings};
 use range::{stated_limit, sub_params, Merged, Span, Stated};
-
-/// What the limits of `eth_getLogs` splitting are on one network (from config, per generation).
-#[derive(Debug, Clone)]
-pub struct LogsSettings {
-    /// Sub-ranges in flight at once for one call.
-    pub concurrency: usize,
-    /// The largest merged answer held (`limits.max_response_bytes`).
-    pub max_bytes: usize,
-    /// Each provider's declared limits, by slot.
-    pub declared: Vec<DeclaredLimits>,
-}
-
-impl Default for LogsSettings {
-    fn default() -> Self {
-        LogsSettings {
-            concurrency: 4,
-            max_bytes: 64 * 1024 * 1024,
-            declared: Vec::new(),
-        }
-    }
-}
-
-/// A provider's `max_logs_range` and `max_logs_results`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeclaredLimits {
-    pub range: Option<u64>,
-    pub results: Option<u64>,
-}
 
 /// Upstream calls one client `eth_getLogs` may cost (sub-ranges and rejected attempts together): past it
 /// the filter is refused as too wide for the pool, instead of spending the deadline on thousands of parts.
@@ -96,16 +69,16 @@ pub async fn get_logs(
         deadline,
         ids,
         params,
-        local: Cell::new(u64::MAX),
         sent: Cell::new(0),
     };
+    let mut cap = u64::MAX;
     if span.width() <= split.width(&Merged::default()) {
         // It fits as far as anyone knows: the client's own params, once.
         match split.part(None).await {
             // One block has nothing to split: the node's answer as it came.
             Part::TooLarge { answer, .. } | Part::Oversized(answer) if span.width() == 1 => return answer,
-            Part::TooLarge { provider, stated, .. } => split.learn(provider, stated, span.width()),
-            Part::Oversized(_) => split.local.set(span.width() / 2),
+            Part::TooLarge { provider, stated, .. } => cap = split.learn(provider, stated, span.width()),
+            Part::Oversized(_) => cap = span.width() / 2,
             Part::Logs { body, value } => {
                 return CallOutcome::Answer {
                     body,
@@ -116,7 +89,7 @@ pub async fn get_logs(
             Part::Failed(outcome) => return outcome,
         }
     }
-    split.run(span).await
+    split.run(span, cap).await
 }
 
 /// One client call being split.
@@ -128,8 +101,6 @@ struct Split<'a, 'c> {
     deadline: Instant,
     ids: &'a Cell<u64>,
     params: &'a [u8],
-    /// A bound learned in this call but owned by no provider (an answer over `max_response_bytes`).
-    local: Cell<u64>,
     /// Upstream calls made so far (see [`MAX_PARTS`]).
     sent: Cell<u32>,
 }
@@ -158,7 +129,7 @@ impl Split<'_, '_> {
     /// densest known results limit under it (from the density `merged` has seen).
     fn width(&self, merged: &Merged) -> u64 {
         let route = self.route;
-        let mut range = self.local.get();
+        let mut range = u64::MAX;
         let mut results = u64::MAX;
         for i in ProviderId::all(route.upstreams.len()) {
             let live = &route.live.providers()[i];
@@ -182,45 +153,48 @@ impl Split<'_, '_> {
         range.max(1)
     }
 
-    /// Remembers what provider `p` refused: a range `width` wide. The stated limit when it says one below
-    /// `width`, else half of it; a results limit it states is kept too.
-    fn learn(&self, p: Option<ProviderId>, stated: Option<Stated>, width: u64) {
+    /// Remembers what provider `p` refused, a range `width` wide, and returns the width to ask that range
+    /// in next. A range limit (the one stated when below `width`, else half of it) is the provider's for
+    /// every later call. A results limit it states is kept as such: how many logs a range holds depends on
+    /// the range, so only this part is halved (later parts are sized by the density seen).
+    fn learn(&self, p: Option<ProviderId>, stated: Option<Stated>, width: u64) -> u64 {
         let next = match stated {
             Some(Stated::Range(n)) if n < width => n,
             _ => width / 2,
         }
         .max(1);
-        let Some(p) = p else {
-            self.local.set(self.local.get().min(next));
-            return;
-        };
+        let Some(p) = p else { return next };
         let live = &self.route.live.providers()[p];
-        lower(&live.logs_range, next);
-        if let Some(Stated::Results(n)) = stated {
-            lower(&live.logs_results, n.max(1));
+        match stated {
+            Some(Stated::Results(n)) => lower(&live.logs_results, n.max(1)),
+            _ => lower(&live.logs_range, next),
         }
-        tracing::debug!(network = %self.route.name, provider = %self.route.upstreams[p].name, range = next, "eth_getLogs limit learned");
+        tracing::debug!(network = %self.route.name, provider = %self.route.upstreams[p].name, width = next, "eth_getLogs limit learned");
+        next
     }
 
-    /// Fetches `span` in parts and merges them.
-    async fn run(&self, span: Span) -> CallOutcome {
-        let mut pending = BTreeMap::from([(span.from, span.to)]);
+    /// Fetches `span` in parts of at most `cap` blocks and merges them.
+    async fn run(&self, span: Span, cap: u64) -> CallOutcome {
+        // Ranges still to fetch: first block -> (last block, the widest part a refusal left it).
+        let mut pending = BTreeMap::from([(span.from, (span.to, cap))]);
         let mut merged = Merged::default();
         let mut flying = FuturesUnordered::new();
         let concurrency = self.route.logs.concurrency.max(1);
         loop {
             while flying.len() < concurrency {
-                let Some((from, to)) = pending.pop_first() else { break };
+                let Some((from, (to, cap))) = pending.pop_first() else {
+                    break;
+                };
                 if self.sent.get() >= MAX_PARTS {
                     return self.refuse(span, format!("it needs more than {MAX_PARTS} upstream calls at the providers' limits; ask for a narrower range"));
                 }
-                let w = self.width(&merged);
+                let w = self.width(&merged).min(cap).max(1);
                 let part = Span {
                     from,
                     to: to.min(from.saturating_add(w - 1)),
                 };
                 if part.to < to {
-                    pending.insert(part.to + 1, to);
+                    pending.insert(part.to + 1, (to, cap));
                 }
                 flying.push(async move { (part, self.part(Some(part)).await) });
             }
@@ -247,12 +221,12 @@ impl Split<'_, '_> {
                     }
                 }
                 Part::TooLarge { provider, stated, .. } if part.width() > 1 => {
-                    self.learn(provider, stated, part.width());
-                    pending.insert(part.from, part.to);
+                    let next = self.learn(provider, stated, part.width());
+                    pending.insert(part.from, (part.to, next));
                 }
+                // Over our own response limit: this part's logs are many, not the provider's limit.
                 Part::Oversized(_) if part.width() > 1 => {
-                    self.local.set(self.local.get().min(part.width() / 2));
-                    pending.insert(part.from, part.to);
+                    pending.insert(part.from, (part.to, part.width() / 2));
                 }
                 Part::TooLarge { provider, .. } => {
                     // Refusing one block says nothing about ranges: forget, so later calls are not cut
