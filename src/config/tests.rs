@@ -318,3 +318,25 @@ fn public_url_is_an_ers_address_and_nothing_else() {
     let err = Config::from_toml_with(&not_url, env).unwrap_err().to_string();
     assert!(err.contains("public_url") && err.contains("URL"), "{err}");
 }
+
+#[test]
+fn logs_limits_load_default_and_name_the_field() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(c.limits.logs_split_concurrency, 4);
+    assert_eq!(c.networks[0].providers[0].max_logs_range, None);
+    let declared = MINIMAL.replace(
+        "name = \"a\"",
+        "name = \"a\"\n  max_logs_range = 2000\n  max_logs_results = 10000",
+    );
+    let c = Config::from_toml_with(&declared, no_env).unwrap();
+    assert_eq!(c.networks[0].providers[0].max_logs_range, Some(2000));
+    assert_eq!(c.networks[0].providers[0].max_logs_results, Some(10_000));
+    for key in ["max_logs_range", "max_logs_results"] {
+        let zero = MINIMAL.replace("name = \"a\"", &format!("name = \"a\"\n  {key} = 0"));
+        let err = Config::from_toml_with(&zero, no_env).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("networks[0].providers[0].{key}:")), "{err}");
+    }
+    let zero = MINIMAL.replace("[server]", "[limits]\nlogs_split_concurrency = 0\n[server]");
+    let err = Config::from_toml_with(&zero, no_env).unwrap_err().to_string();
+    assert!(err.starts_with("limits.logs_split_concurrency:"), "{err}");
+}
