@@ -164,3 +164,15 @@ fn block_hash_filters_are_sent_once_unsplit() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert!(calls[0].params.contains("blockHash") && !calls[0].params.contains("fromBlock"));
 }
+
+#[test]
+fn a_part_that_fails_fails_the_whole_call_never_a_partial_answer() {
+    let fake = LogsFake::start(limited(RangeStyle::QuickNode));
+    fake.set_broken_block(Some(7_777));
+    let prism = prism(&fake, "max_logs_range = 100");
+    let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes());
+    assert!(json::field(&r.body, "result").is_none(), "{}", r.describe());
+    let body = r.json();
+    let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{body}"));
+    assert!(message.contains("internal error") || message.contains("7700"), "{body}");
+}

@@ -7,7 +7,8 @@
 //! Limits, as real providers state them: `max_range` (blocks per call) answered QuickNode's way (-32614
 //! "eth_getLogs is limited to a 10,000 range") or Ankr's (-32600 "block range is too wide", no number);
 //! `max_results` Infura's way (-32005 "query returned more than 10000 results"). `max_range = Some(0)`
-//! refuses every range. Every `eth_getLogs` is recorded with its params and whether it was refused.
+//! refuses every range; [`LogsFake::set_broken_block`] makes ranges holding one block fail as a broken node
+//! does. Every `eth_getLogs` is recorded with its params and whether it was refused.
 //!
 //! Also answers `eth_chainId` (0x1237 = 4663, the harness's chain), `eth_blockNumber` (the head) and
 //! anything else with `"0x0"`.
@@ -55,6 +56,8 @@ struct Inner {
     head: u64,
     calls: Mutex<Vec<LogsCall>>,
     stop: AtomicBool,
+    /// A range holding this block is answered with a node failure (-32603) instead of logs.
+    broken: Mutex<Option<u64>>,
 }
 
 pub struct LogsFake {
@@ -71,6 +74,7 @@ impl LogsFake {
             head: 20_000,
             calls: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            broken: Mutex::new(None),
         });
         let i = inner.clone();
         thread::spawn(move || {
@@ -96,6 +100,11 @@ impl LogsFake {
 
     pub fn set_limits(&self, limits: Limits) {
         *self.inner.limits.lock().unwrap() = limits;
+    }
+
+    /// `Some(b)`: any `eth_getLogs` whose range holds block `b` fails (-32603 "internal error").
+    pub fn set_broken_block(&self, b: Option<u64>) {
+        *self.inner.broken.lock().unwrap() = b;
     }
 
     /// Every `eth_getLogs` so far.
@@ -232,6 +241,11 @@ fn logs_answer(inner: &Inner, params: &str, record: bool) -> Result<String, Stri
         }
         Err(error)
     };
+    if let Some(b) = *inner.broken.lock().unwrap() {
+        if (from..=to).contains(&b) {
+            return Err(r#"{"code":-32603,"message":"internal error"}"#.into());
+        }
+    }
     let width = to.saturating_sub(from) + 1;
     if filter.get("blockHash").is_none() {
         if let Some(max) = limits.max_range.filter(|&m| width > m) {
