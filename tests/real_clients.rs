@@ -387,3 +387,47 @@ fn upstream_ids_are_exact_in_javascript() {
     );
     wait_serving(&prism, &["p1"]);
 }
+
+/// viem's `getLogs` from block 0 to the head through Prism, in front of two relays that refuse any
+/// `eth_getLogs` over 3 blocks as QuickNode does (HTTP 413, -32614): Prism splits the range, and viem gets
+/// exactly what the node answers directly (decoded, and the raw `result` bytes too).
+#[test]
+fn viem_get_logs_over_a_wide_range_through_range_limited_providers_is_the_nodes_answer() {
+    let (_ledger, relays, prism) = setup_with(2, false);
+    for r in &relays {
+        r.set_logs_range_limit(Some(3));
+    }
+    let node = relay::node();
+    let from = relay::DEV_ACCOUNTS[8];
+    let (ok, stdout, stderr) = run_client(
+        "node",
+        &["logs.mjs", &format!("http://{}", prism.addr()), &node.http_url(), from],
+        Duration::from_secs(90),
+    );
+    assert!(ok, "logs.mjs failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(out["values"], serde_json::json!([0, 1, 10, 11, 20, 21]), "{out}");
+    assert_eq!(
+        out["same"], true,
+        "viem's Set logs through Prism differ from the node's: {out}"
+    );
+    assert_eq!(
+        out["sameAll"], true,
+        "every log through Prism differs from the node's: {out}"
+    );
+    let head = out["head"].as_u64().unwrap();
+    assert!(head > 3, "the range is wider than the relays' limit: {out}");
+    let refused: u64 = relays.iter().map(Relay::logs_refused).sum();
+    assert!(refused >= 1, "the relays' limit was met");
+    // Byte for byte: the same filter straight to the node and through Prism.
+    let body = support::call(
+        "7",
+        "eth_getLogs",
+        &format!(r#"[{{"fromBlock":"0x0","toBlock":"0x{head:x}"}}]"#),
+    );
+    let direct = support::Conn::connect(node.addr).request(&support::http::post("/", body.as_bytes()));
+    let through = prism.rpc(body.as_bytes());
+    let want = support::json::field(&direct.body, "result").expect("node result");
+    let got = support::json::field(&through.body, "result").unwrap_or_else(|| panic!("{}", through.describe()));
+    assert_eq!(String::from_utf8_lossy(got), String::from_utf8_lossy(want));
+}

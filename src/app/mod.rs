@@ -15,6 +15,7 @@ use crate::access::keys::KeyRing;
 use crate::config::{Config, NetworkKind};
 use crate::core::cache::ResultCache;
 use crate::core::dedupe::InFlight;
+use crate::core::logs::{DeclaredLimits, LogsSettings};
 use crate::core::route::WsTarget;
 use crate::core::router::ProviderStatic;
 use crate::core::state::{ChainCheck, NetworkLive};
@@ -553,6 +554,19 @@ fn build_gen(
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
             superseded: Cell::new(false),
+            logs: LogsSettings {
+                concurrency: config.limits.logs_split_concurrency,
+                // Past either, the answer could not reach the client anyway.
+                max_bytes: config.limits.max_response_bytes.min(config.limits.max_answer_bytes),
+                declared: config.networks[index]
+                    .providers
+                    .iter()
+                    .map(|c| DeclaredLimits {
+                        range: c.max_logs_range,
+                        results: c.max_logs_results,
+                    })
+                    .collect(),
+            },
         });
         route.newest.set(&route);
         // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.

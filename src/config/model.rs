@@ -159,6 +159,8 @@ pub struct Limits {
     pub sync_submit_timeout_ms: u64,
     /// The longest wait an `eth_sendRawTransactionSync` call may ask for.
     pub sync_submit_max_ms: u64,
+    /// How many sub-ranges of one wide `eth_getLogs` (split to fit providers' limits) are in flight at once.
+    pub logs_split_concurrency: usize,
 }
 
 impl Default for Limits {
@@ -187,6 +189,7 @@ impl Default for Limits {
             write_lookup_ms: 1_500,
             sync_submit_timeout_ms: 10_000,
             sync_submit_max_ms: 60_000,
+            logs_split_concurrency: 4,
         }
     }
 }
@@ -408,6 +411,14 @@ pub struct Provider {
     /// floor from "missing trie node"-style answers; this one is never forgotten.
     #[serde(default)]
     pub floor_block: u64,
+    /// The widest `eth_getLogs` block range this provider accepts (its plan's limit): wider filters are
+    /// split to fit without asking first. Unset: learned from its "range too large" answers.
+    #[serde(default)]
+    pub max_logs_range: Option<u64>,
+    /// The most logs one `eth_getLogs` answer of this provider may hold: sub-ranges are sized from the
+    /// density of the logs already fetched so they stay under it.
+    #[serde(default)]
+    pub max_logs_results: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

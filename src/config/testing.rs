@@ -35,6 +35,8 @@ pub fn network(n: usize) -> Network {
                 operator: None,
                 retired: false,
                 floor_block: 0,
+                max_logs_range: None,
+                max_logs_results: None,
             })
             .collect(),
     }

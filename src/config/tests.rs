@@ -353,3 +353,25 @@ fn floor_block_defaults_to_archive_and_is_validated() {
     let e = Config::from_toml_with(&on_solana, env).unwrap_err().to_string();
     assert!(e.contains("providers[0].floor_block") && e.contains("evm"), "{e}");
 }
+
+#[test]
+fn logs_limits_load_default_and_name_the_field() {
+    let c = Config::from_toml_with(MINIMAL, no_env).unwrap();
+    assert_eq!(c.limits.logs_split_concurrency, 4);
+    assert_eq!(c.networks[0].providers[0].max_logs_range, None);
+    let declared = MINIMAL.replace(
+        "name = \"a\"",
+        "name = \"a\"\n  max_logs_range = 2000\n  max_logs_results = 10000",
+    );
+    let c = Config::from_toml_with(&declared, no_env).unwrap();
+    assert_eq!(c.networks[0].providers[0].max_logs_range, Some(2000));
+    assert_eq!(c.networks[0].providers[0].max_logs_results, Some(10_000));
+    for key in ["max_logs_range", "max_logs_results"] {
+        let zero = MINIMAL.replace("name = \"a\"", &format!("name = \"a\"\n  {key} = 0"));
+        let err = Config::from_toml_with(&zero, no_env).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("networks[0].providers[0].{key}:")), "{err}");
+    }
+    let zero = MINIMAL.replace("[server]", "[limits]\nlogs_split_concurrency = 0\n[server]");
+    let err = Config::from_toml_with(&zero, no_env).unwrap_err().to_string();
+    assert!(err.starts_with("limits.logs_split_concurrency:"), "{err}");
+}

@@ -83,6 +83,7 @@ impl Config {
             ),
             ("limits.sync_submit_timeout_ms", l.sync_submit_timeout_ms),
             ("limits.sync_submit_max_ms", l.sync_submit_max_ms),
+            ("limits.logs_split_concurrency", l.logs_split_concurrency as u64),
         ] {
             positive(name, v)?;
         }
@@ -229,6 +230,17 @@ impl Config {
                 }
                 if !(p.weight.is_finite() && p.weight > 0.0) {
                     return Err(ConfigError::invalid(format!("{pat}.weight"), "must be a number > 0"));
+                }
+                for (key, v) in [
+                    ("max_logs_range", p.max_logs_range),
+                    ("max_logs_results", p.max_logs_results),
+                ] {
+                    if v == Some(0) {
+                        return Err(ConfigError::invalid(
+                            format!("{pat}.{key}"),
+                            "must be greater than 0 when set",
+                        ));
+                    }
                 }
                 if p.quota_rps == Some(0) {
                     return Err(ConfigError::invalid(

@@ -177,6 +177,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         declared: Default::default(),
         submit: SubmitLimits::default(),
         superseded: Cell::new(false),
+        logs: Default::default(),
     }
 }
 

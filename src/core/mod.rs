@@ -13,6 +13,7 @@ pub mod finality;
 pub mod forward;
 pub mod hedge;
 pub mod judge;
+pub mod logs;
 pub mod marks;
 pub mod outcome;
 pub mod pipeline;

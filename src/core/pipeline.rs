@@ -52,6 +52,21 @@ pub async fn forward(
             return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
         }
     }
+    send(route, call, info, caller, deadline, ids).await
+}
+
+/// The retry loop, or for `eth_getLogs` `core::logs` (split to fit providers' limits, through the same loop).
+async fn send(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
+    if call.method == "eth_getLogs" {
+        return super::logs::get_logs(route, call, info, caller, deadline, ids).await;
+    }
     forward_as(route, call, info, caller, deadline, ids).await
 }
 
@@ -103,7 +118,7 @@ async fn reuse_or_forward(
         }
     };
     let Some(inflight) = &route.inflight else {
-        let outcome = forward_as(route, call, info, caller, deadline, ids).await;
+        let outcome = send(route, call, info, caller, deadline, ids).await;
         store(&outcome, key);
         return outcome;
     };
@@ -130,11 +145,11 @@ async fn reuse_or_forward(
                 // The mark may have risen while the shared call was in flight: a head below it is not ours.
                 Some(outcome) if !below_mark(route, &info, latest, tag, caller, &outcome) => outcome,
                 // Below the mark, or the leader's client went away before it finished: ask ourselves.
-                _ => forward_as(route, call, info, caller, deadline, ids).await,
+                _ => send(route, call, info, caller, deadline, ids).await,
             }
         }
         Role::Leader(leader) => {
-            let outcome = forward_as(route, call, info, caller, deadline, ids).await;
+            let outcome = send(route, call, info, caller, deadline, ids).await;
             if let Some(key) = cache_key {
                 store(&outcome, key);
             }

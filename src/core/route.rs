@@ -142,6 +142,34 @@ impl Default for SubmitLimits {
     }
 }
 
+/// What the limits of `eth_getLogs` splitting are on one network (from config, per generation).
+#[derive(Debug, Clone)]
+pub struct LogsSettings {
+    /// Sub-ranges in flight at once for one call.
+    pub concurrency: usize,
+    /// The largest merged answer held (`limits.max_response_bytes`).
+    pub max_bytes: usize,
+    /// Each provider's declared limits, by slot.
+    pub declared: Vec<DeclaredLimits>,
+}
+
+impl Default for LogsSettings {
+    fn default() -> Self {
+        LogsSettings {
+            concurrency: 4,
+            max_bytes: 64 * 1024 * 1024,
+            declared: Vec::new(),
+        }
+    }
+}
+
+/// A provider's `max_logs_range` and `max_logs_results`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeclaredLimits {
+    pub range: Option<u64>,
+    pub results: Option<u64>,
+}
+
 pub struct NetworkRoute {
     /// Index of the network in the config (and in the recorder).
     pub index: usize,
@@ -186,6 +214,8 @@ pub struct NetworkRoute {
     /// A reload replaced this route: its probers stop (the new route's probe instead); calls and WebSocket
     /// sessions that hold it finish on it.
     pub superseded: Cell<bool>,
+    /// How wide `eth_getLogs` calls are split (`core::logs`): concurrency, byte cap, declared limits.
+    pub logs: LogsSettings,
 }
 
 /// The newest route of one network on one shard, shared by all its generations. The subscription hub's

@@ -234,6 +234,10 @@ pub struct ProviderLive {
     pub floor: Floor,
     /// Its `safe` / `finalized` blocks as last probed or answered (`core::finality`).
     pub tags: TagHeads,
+    /// `eth_getLogs`: the widest block range (and the most results) this provider is known to refuse
+    /// beyond, learned from its "too large" answers on any shard (`core::logs`); 0 = none learned yet.
+    pub logs_range: AtomicU64,
+    pub logs_results: AtomicU64,
 }
 
 impl ProviderLive {
@@ -260,6 +264,8 @@ impl ProviderLive {
             retired: AtomicBool::new(false),
             floor: Floor::default(),
             tags: TagHeads::default(),
+            logs_range: AtomicU64::new(0),
+            logs_results: AtomicU64::new(0),
         }
     }
 

@@ -6,6 +6,7 @@
 //! - [`http`]: raw HTTP/1.1 client helpers (exact bytes on the wire).
 //! - [`json`]: a raw JSON span scanner for byte-exact assertions.
 //! - [`tls`]: a test CA (rcgen), a TLS client helper, and an HTTPS front for any plain fake.
+//! - [`logs_fake`]: `LogsFake`, a node over a synthetic chain whose `eth_getLogs` has real providers' limits.
 //! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
 //! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
 //!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
@@ -18,6 +19,7 @@ pub mod fake;
 pub mod hostile;
 pub mod http;
 pub mod json;
+pub mod logs_fake;
 pub mod prism;
 pub mod relay;
 pub mod replay;

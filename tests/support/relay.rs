@@ -267,6 +267,10 @@ struct Inner {
     trap: Mutex<Option<String>>,
     /// Set by [`Relay::reset_after_every`]: every forwarded request carrying this method loses its answer.
     every: Mutex<Option<String>>,
+    /// Set by [`Relay::set_logs_range_limit`]: the widest `eth_getLogs` range forwarded (0 = no limit), and
+    /// how many were refused.
+    logs_range: AtomicU64,
+    logs_refused: AtomicU64,
 }
 
 /// A fault-injecting relay in front of the dev node. Stopped (listener and every connection) on drop.
@@ -298,6 +302,8 @@ impl Relay {
             max_id: AtomicU64::new(0),
             trap: Mutex::new(None),
             every: Mutex::new(None),
+            logs_range: AtomicU64::new(0),
+            logs_refused: AtomicU64::new(0),
         });
         let r = Relay {
             inner,
@@ -410,6 +416,15 @@ impl Relay {
     /// The largest numeric JSON-RPC id received over HTTP (0 when none).
     pub fn max_id(&self) -> u64 {
         self.inner.max_id.load(Ordering::SeqCst)
+    }
+    /// `Some(n)`: an `eth_getLogs` over more than `n` blocks is refused as QuickNode does (HTTP 413, -32614
+    /// "eth_getLogs is limited to a N range") without forwarding; `None`: every range is forwarded.
+    pub fn set_logs_range_limit(&self, n: Option<u64>) {
+        self.inner.logs_range.store(n.unwrap_or(0), Ordering::SeqCst);
+    }
+    /// `eth_getLogs` calls refused by [`Relay::set_logs_range_limit`].
+    pub fn logs_refused(&self) -> u64 {
+        self.inner.logs_refused.load(Ordering::SeqCst)
     }
     /// WebSocket connections accepted so far.
     pub fn ws_accepted(&self) -> u64 {
@@ -527,6 +542,27 @@ fn reply(stream: &mut TcpStream, status: u16, ctype: &str, body: &[u8]) -> std::
     stream.flush()
 }
 
+/// QuickNode's answer to a single `eth_getLogs` wider than the relay's limit; `None` to forward it.
+fn logs_refusal(inner: &Inner, body: &Value) -> Option<Value> {
+    let limit = inner.logs_range.load(Ordering::SeqCst);
+    if limit == 0 || body["method"] != "eth_getLogs" {
+        return None;
+    }
+    let filter = &body["params"][0];
+    if filter.get("blockHash").is_some() {
+        return None;
+    }
+    let bound = |v: &Value| match v.as_str() {
+        None | Some("latest" | "safe" | "finalized" | "pending") => node_head(inner.node, &mut None),
+        Some("earliest") => Some(0),
+        Some(_) => hex_u64(v),
+    };
+    let (from, to) = (bound(&filter["fromBlock"])?, bound(&filter["toBlock"])?);
+    (to >= from && to - from + 1 > limit).then(|| {
+        json!({"jsonrpc":"2.0","id":body["id"],"error":{"code":-32614,"message":format!("eth_getLogs is limited to a {limit} range")}})
+    })
+}
+
 /// The calls of a JSON-RPC body (one for a single call, each item of a batch).
 fn calls_of(body: &Value) -> Vec<&Value> {
     match body {
@@ -600,6 +636,13 @@ fn serve(inner: Arc<Inner>, stream: TcpStream, gen: u64) {
             }
             Fault::Latency(d) => thread::sleep(*d),
             _ => {}
+        }
+        if let Some(error) = logs_refusal(&inner, &body) {
+            inner.logs_refused.fetch_add(1, Ordering::SeqCst);
+            if reply(&mut wire.stream, 413, "application/json", error.to_string().as_bytes()).is_err() {
+                return;
+            }
+            continue;
         }
         let trapped = {
             let mut trap = inner.trap.lock().unwrap();
