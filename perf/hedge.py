@@ -6,7 +6,7 @@ Prints, for each run: client p50/p99/max, the p99 of calls the healthy providers
 attempt (the floor hedging aims at), hedges sent and won, and the extra upstream calls hedging cost (upstream
 attempts / client calls - 1, from /metrics). Stops by itself.
 
-Usage: hedge.py PRISM_BIN [RATE] [SECONDS] [SLOW_MS] [FRACTION]
+Usage: [HEDGE_BUDGET=5] hedge.py PRISM_BIN [RATE] [SECONDS] [SLOW_MS] [FRACTION]
 """
 import json
 import os
@@ -19,6 +19,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# [policy.hedge] budget_percent of the hedged run (HEDGE_BUDGET, default the config default, 5).
+BUDGET = float(os.environ.get("HEDGE_BUDGET", "5"))
 
 
 def free_port():
@@ -51,7 +53,7 @@ def run(prism_bin, ups, hedge_on, rate, seconds, work):
     with open(cfg, "w") as f:
         f.write(f'[server]\nlisten = "127.0.0.1:{listen}"\nadmin_listen = "127.0.0.1:{admin}"\nshards = 1\npin_cores = false\n')
         f.write("[cache]\nenabled = false\ndedupe = false\n")
-        f.write(f"[policy.hedge]\nenabled = {'true' if hedge_on else 'false'}\n")
+        f.write(f"[policy.hedge]\nenabled = {'true' if hedge_on else 'false'}\nbudget_percent = {BUDGET}\n")
         f.write('[[networks]]\nname = "bench"\nkind = "evm"\nchain_id = 4663\nprobe_interval_ms = 500\n')
         for i, port in enumerate(ups):
             f.write(f'  [[networks.providers]]\n  name = "p{i}"\n  url = "http://127.0.0.1:{port}"\n')
@@ -97,6 +99,10 @@ def run(prism_bin, ups, hedge_on, rate, seconds, work):
         for t in threads:
             t.join()
         attempts = metric_sum(admin, "prism_upstream_attempts_total") - calls_before
+        answered = {}
+        for s_ in samples:
+            if s_[4]:
+                answered[s_[1]] = answered.get(s_[1], 0) + 1
         lat = [s[0] * 1000 for s in samples if s[4]]
         healthy_first = [s[0] * 1000 for s in samples if s[4] and s[1] in ("p1", "p2") and s[2] == "1"]
         return {
@@ -111,6 +117,7 @@ def run(prism_bin, ups, hedge_on, rate, seconds, work):
             "hedges_sent": metric_sum(admin, "prism_hedges_total"),
             "hedges_won": metric_sum(admin, "prism_hedges_won_total"),
             "upstream_calls_per_request": round(attempts / max(len(samples), 1), 4),
+            "answered_by": answered,
         }
     finally:
         prism.kill()

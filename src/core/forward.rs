@@ -467,13 +467,13 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         };
         let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
         let primary = self.ex.post(route, i, body, deadline, !self.write);
-        let Some(delay) = self.hedge_delay(i) else {
+        let Some(late) = self.hedge_delay(i) else {
             return done(i, started, primary.await, None);
         };
         route.hedge_budget.earn(route.hedge.per_attempt);
         let mut primary = std::pin::pin!(primary);
         let early = futures_lite::future::or(async { Some(primary.as_mut().await) }, async {
-            self.ex.sleep(delay).await;
+            self.ex.sleep(late.after).await;
             None
         })
         .await;
@@ -481,7 +481,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return done(i, started, result, None);
         }
         // Late. The next-best provider of another operator, if the budget has a hedge.
-        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend()) else {
+        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend(late.degraded)) else {
             return done(i, started, primary.await, None);
         };
         let hedge_started = self.ex.now();
@@ -511,7 +511,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     }
 
     /// How long `i`'s answer may take before this call is hedged; `None` when it is not hedged at all.
-    fn hedge_delay(&self, i: ProviderId) -> Option<std::time::Duration> {
+    fn hedge_delay(&self, i: ProviderId) -> Option<super::hedge::Lateness> {
         let hedging = &self.route.hedge;
         if self.write || self.never_retry || self.info.kind != Kind::Read || !hedging.covers(self.info.family) {
             return None;

@@ -3,7 +3,7 @@
 //! first good answer wins (`core::forward` races the two; the loser is dropped, and a connection whose
 //! answer was not read in full is never reused). Only idempotent reads in the configured families are
 //! hedged, never writes, filters or unknown methods, and each shard keeps a budget: hedges may add at most
-//! `budget_percent` of its attempts on the network. Hedges are never billed to a key (billing is per client
+//! `budget_percent` of its attempts on the network, and a provider that turned slow gets it first. Hedges are never billed to a key (billing is per client
 //! call, at the edge).
 
 use std::cell::Cell;
@@ -16,6 +16,18 @@ use crate::telemetry::snapshot::NetworkHealth;
 
 /// Hedges a quiet shard may save up: a burst after a calm spell stays small.
 const MAX_CREDIT: f64 = 10.0;
+/// Credit a hedge of a provider in its usual form must leave in the budget. About 5 % of any provider's
+/// answers are later than its own p95 by definition; without a reserve that noise would spend the whole
+/// budget before a provider that turned slow (the calls hedging exists for) got any.
+const RESERVE_FOR_DEGRADED: f64 = 4.0;
+
+/// How late an attempt may be before it is hedged, and whether its provider is degraded (its own p95
+/// above the pool's typical one): a degraded provider's hedges come first in the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lateness {
+    pub after: Duration,
+    pub degraded: bool,
+}
 
 /// The hedging rules of one network, ready for the request path.
 #[derive(Debug, Clone)]
@@ -57,7 +69,7 @@ impl Hedging {
     /// pool's typical p95 (the lower median over providers with samples) when that is lower: a provider
     /// that turned slow has a slow p95 of its own, and waiting that long would hedge nothing. At least
     /// `min_delay`. `None` while `p` has no samples for the family (lateness cannot be told yet).
-    pub fn delay(&self, health: &NetworkHealth, p: ProviderId, family: Family) -> Option<Duration> {
+    pub fn delay(&self, health: &NetworkHealth, p: ProviderId, family: Family) -> Option<Lateness> {
         let own = health.providers.get(p.index())?.by_family[family as usize].p95_us;
         if own == 0 {
             return None;
@@ -73,7 +85,10 @@ impl Hedging {
         }
         all[..n].sort_unstable();
         let typical = all[(n - 1) / 2];
-        Some(Duration::from_micros(own.min(typical)).max(self.min_delay))
+        Some(Lateness {
+            after: Duration::from_micros(own.min(typical)).max(self.min_delay),
+            degraded: own > typical,
+        })
     }
 }
 
@@ -88,9 +103,11 @@ impl HedgeBudget {
         self.credit.set((self.credit.get() + per_attempt).min(MAX_CREDIT));
     }
 
-    /// Takes one hedge from the budget, if there is one.
-    pub fn spend(&self) -> bool {
-        if self.credit.get() >= 1.0 {
+    /// Takes one hedge from the budget, if there is one; a hedge of a provider that is not degraded must
+    /// leave [`RESERVE_FOR_DEGRADED`] behind.
+    pub fn spend(&self, degraded: bool) -> bool {
+        let needs = if degraded { 1.0 } else { 1.0 + RESERVE_FOR_DEGRADED };
+        if self.credit.get() >= needs {
             self.credit.set(self.credit.get() - 1.0);
             true
         } else {
@@ -120,7 +137,7 @@ mod tests {
         let mut hedges = 0;
         for _ in 0..10_000 {
             b.earn(0.05);
-            if b.spend() {
+            if b.spend(true) {
                 hedges += 1;
             }
         }
@@ -129,8 +146,15 @@ mod tests {
         for _ in 0..100_000 {
             b.earn(0.05);
         }
-        let burst = (0..100).take_while(|_| b.spend()).count();
+        let burst = (0..100).take_while(|_| b.spend(true)).count();
         assert_eq!(burst, MAX_CREDIT as usize);
+        // A provider in its usual form leaves the reserve to degraded ones.
+        for _ in 0..100_000 {
+            b.earn(0.05);
+        }
+        let usual = (0..100).take_while(|_| b.spend(false)).count();
+        assert_eq!(usual, (MAX_CREDIT - RESERVE_FOR_DEGRADED) as usize);
+        assert!(b.spend(true), "the reserve is there for a degraded provider");
     }
 
     #[test]
@@ -145,25 +169,25 @@ mod tests {
             None,
             "no samples, no hedge"
         );
+        let at = |ms, degraded| {
+            Some(Lateness {
+                after: Duration::from_millis(ms),
+                degraded,
+            })
+        };
         let mut p = ProviderHealth::default();
         p.by_family[Family::Light as usize].p95_us = 5_000;
         health.providers[0] = p.clone();
-        assert_eq!(
-            h.delay(&health, ProviderId::new(0), Family::Light),
-            Some(Duration::from_millis(20))
-        );
+        assert_eq!(h.delay(&health, ProviderId::new(0), Family::Light), at(20, false));
         p.by_family[Family::Light as usize].p95_us = 80_000;
         health.providers[1] = p;
         assert_eq!(
             h.delay(&health, ProviderId::new(1), Family::Light),
-            Some(Duration::from_millis(20)),
-            "a provider slower than the pool's typical p95 is hedged at the pool's"
+            at(20, true),
+            "a provider slower than the pool's typical p95 is hedged at the pool's, and comes first"
         );
         health.providers[0].by_family[Family::Light as usize].p95_us = 120_000;
-        assert_eq!(
-            h.delay(&health, ProviderId::new(1), Family::Light),
-            Some(Duration::from_millis(80))
-        );
+        assert_eq!(h.delay(&health, ProviderId::new(1), Family::Light), at(80, false));
     }
 
     #[test]
