@@ -435,8 +435,8 @@ fn start_probers(id: ShardId, shard: &Rc<Shard>, previous: Option<&Gen>, shards:
 
 fn build_shard(id: ShardId, shutdown: Shutdown, open_global: Arc<AtomicUsize>, shared: &CrossShard) -> Shard {
     let world = shared.world.load_full();
-    // Every network has room for all provider slots, so a reload never resizes the recorder.
-    let shape: Vec<usize> = world.config.networks.iter().map(|_| ProviderId::MAX).collect();
+    // The recorder grows when a reload adds providers (`Recorder::record`).
+    let shape: Vec<usize> = world.config.networks.iter().map(|n| n.providers.len()).collect();
     let recorder = Rc::new(Recorder::new(
         &shape,
         shared.to_aggregator.clone(),

@@ -60,6 +60,12 @@ impl Recorder {
     ) {
         self.metrics.attempt(network, provider, outcome, latency_us);
         let mut samples = self.samples.borrow_mut();
+        // A reload may have added providers: their samples are made when they first answer (a histogram
+        // per family is too big to hold for every possible slot).
+        let providers = &mut samples[network];
+        while providers.len() <= provider.index() {
+            providers.push(Family::ALL.iter().map(|_| Sample::default()).collect());
+        }
         samples[network][provider][family as usize].record(
             latency_us,
             outcome == AttemptResult::Failed,
