@@ -354,9 +354,28 @@ async fn shard_main(
 /// probing this shard's share of providers.
 fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
     let sweeper = shard.clone();
+    let (world, reloader, solana) = (shared.world.clone(), shared.reloader.clone(), shared.solana.clone());
+    let (lives, shards) = (shared.lives.clone(), shared.shards);
     crate::runtime::spawn(async move {
         while !sweeper.shutdown.is_triggered() {
             crate::runtime::sleep(Duration::from_millis(100)).await;
+            // A reloaded generation is built here, on the shard, between requests, and installed whole.
+            let next = world.load_full();
+            if next.generation != sweeper.gen().number {
+                let started = Instant::now();
+                let current = sweeper.gen();
+                let gen = build_gen(
+                    &next,
+                    Some(&current),
+                    &sweeper.recorder,
+                    &lives,
+                    &solana,
+                    &sweeper.shutdown,
+                );
+                let old = sweeper.install(gen);
+                start_probers(id, &sweeper, Some(&old), shards);
+                reloader.applied(id, next.generation, started.elapsed());
+            }
             let now = Instant::now();
             let gen = sweeper.gen();
             for net in &gen.networks {
@@ -377,37 +396,8 @@ fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
             sweeper.recorder.metrics().set_cache(bytes, entries, evictions);
         }
     });
-    start_probers(id, shard, None, shared.shards);
-    // Reloads: a new generation is built here, on the shard, between requests, and installed whole.
-    let watcher = shard.clone();
-    let (world, reloader, solana) = (shared.world.clone(), shared.reloader.clone(), shared.solana.clone());
-    let (lives, shards) = (shared.lives.clone(), shared.shards);
-    crate::runtime::spawn(async move {
-        while !watcher.shutdown.is_triggered() {
-            crate::runtime::sleep(Duration::from_millis(RELOAD_POLL_MS)).await;
-            let next = world.load_full();
-            let current = watcher.gen();
-            if next.generation == current.number {
-                continue;
-            }
-            let started = Instant::now();
-            let gen = build_gen(
-                &next,
-                Some(&current),
-                &watcher.recorder,
-                &lives,
-                &solana,
-                &watcher.shutdown,
-            );
-            let old = watcher.install(gen);
-            start_probers(id, &watcher, Some(&old), shards);
-            reloader.applied(id, next.generation, started.elapsed());
-        }
-    });
+    start_probers(id, shard, None, shards);
 }
-
-/// How often a shard looks for a reloaded generation.
-const RELOAD_POLL_MS: u64 = 20;
 
 /// Starts probers for this shard's share of the current generation's providers (slot k of all networks is
 /// probed by shard k mod shards), for the routes that are new since `previous` (a reused route keeps its

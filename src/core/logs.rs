@@ -21,17 +21,16 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::rpc::methods::MethodInfo;
 use crate::rpc::{Call, ProviderId};
-use crate::transport::{TransportError, UpstreamResponse};
+use crate::transport::TransportError;
 
 use super::classify::{classify_rpc_error, Class};
-use super::exchange::{Exchange, Live};
-use super::forward::forward_with;
+use super::forward::forward_as;
 use super::outcome::{CallOutcome, Caller, ProxyError};
 use super::route::NetworkRoute;
 pub use super::route::{DeclaredLimits, LogsSettings};
@@ -59,7 +58,7 @@ pub async fn get_logs(
         .load(Ordering::Relaxed)
         .max(route.live.marks.get(caller.mark));
     let (Some(span), Some(params)) = (Span::of(call.params, head), call.params) else {
-        return forward_with(&Live, route, call, info, caller, deadline, ids).await;
+        return forward_as(route, call, info, caller, deadline, ids).await;
     };
     let split = Split {
         route,
@@ -263,8 +262,7 @@ impl Split<'_, '_> {
             method: Cow::Borrowed("eth_getLogs"),
             params: params.as_deref(),
         };
-        let ex = Tracked::default();
-        let outcome = forward_with(&ex, self.route, &sub, self.info, self.caller, self.deadline, self.ids).await;
+        let outcome = forward_as(self.route, &sub, self.info, self.caller, self.deadline, self.ids).await;
         match outcome {
             CallOutcome::Answer {
                 body,
@@ -274,7 +272,8 @@ impl Split<'_, '_> {
             } if classify_rpc_error(&body[value.clone()], false) == Class::TooLarge => {
                 let stated = stated_limit(&body[value.clone()]);
                 Part::TooLarge {
-                    provider: ex.last.get(),
+                    // The answer says who gave it: its limit is learned for that provider alone.
+                    provider: how.provider,
                     stated,
                     answer: CallOutcome::Answer {
                         body,
@@ -331,37 +330,4 @@ fn lower(limit: &std::sync::atomic::AtomicU64, n: u64) {
     let _ = limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
         (old == 0 || n < old).then_some(n)
     });
-}
-
-/// The live exchange, noting which provider was asked last: the one whose answer the retry loop returned
-/// (a "too large" answer ends the loop), so its limit is learned for it alone.
-#[derive(Default)]
-struct Tracked {
-    last: Cell<Option<ProviderId>>,
-}
-
-impl Exchange for Tracked {
-    async fn post(
-        &self,
-        route: &NetworkRoute,
-        p: ProviderId,
-        body: &[u8],
-        deadline: Instant,
-        replay_safe: bool,
-    ) -> Result<UpstreamResponse, TransportError> {
-        self.last.set(Some(p));
-        Live.post(route, p, body, deadline, replay_safe).await
-    }
-
-    fn now(&self) -> Instant {
-        Live.now()
-    }
-
-    fn now_ms(&self) -> u64 {
-        Live.now_ms()
-    }
-
-    async fn sleep(&self, d: Duration) {
-        Live.sleep(d).await;
-    }
 }

@@ -64,12 +64,12 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
 }
 
 /// How often a sleeping prober looks whether its provider's breaker opened (and when its cooldown ends).
-const BREAKER_LOOK_MS: u64 = 100;
+const BREAKER_LOOK_MS: u64 = 250;
 
 /// Sleeps until `next`, or until this provider's breaker cooldown ends: its one half-open probe goes then,
 /// not at the next tick (with `probe_interval_ms = 60000` and a 3 s cooldown a pool would otherwise wait a
 /// minute for a provider that is back). A breaker may open while the prober sleeps, so it looks every
-/// [`BREAKER_LOOK_MS`]: one atomic load.
+/// [`BREAKER_LOOK_MS`] (one atomic load): the probe is at most that late.
 async fn until_tick_or_probe_due(route: &NetworkRoute, i: ProviderId, next: Instant, shutdown: &Shutdown) {
     loop {
         let now = Instant::now();
