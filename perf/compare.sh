@@ -9,7 +9,14 @@
 #   RATE=5000         fixed rate (req/s) of the latency run (oha -q, --latency-correction)
 #   FIXED_CONC=16     connections of the fixed-rate run
 #   CLOSED_CONC=32    connections of the closed-loop run
-#   TARGETS="direct nginx prism"
+#   TARGETS="direct nginx floor prism prismon"
+#                     floor: examples/floor_forwarder.rs, a minimal glommio forwarder with no Prism logic (the
+#                     runtime's floor); prism: dedupe and cache off (PASSTHROUGH); prismon: the same build with
+#                     dedupe and cache on, the default a user runs
+#   BODIES=distinct   every request a different eth_getBalance (id and address vary; oha -Z picks lines of a
+#                     LINES-line file at random, so a few repeat); BODIES=same repeats one eth_blockNumber body
+#   LINES=1000000
+#   SYSCALLS=1        count system calls of the proxy during each fixed-rate run (perf stat, raw_syscalls)
 #   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU
 #   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
 #                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
@@ -30,11 +37,16 @@ WARMUP=${WARMUP:-2}
 RATE=${RATE:-5000}
 FIXED_CONC=${FIXED_CONC:-16}
 CLOSED_CONC=${CLOSED_CONC:-32}
-TARGETS=${TARGETS:-"direct nginx prism"}
+TARGETS=${TARGETS:-"direct nginx floor prism prismon"}
+BODIES=${BODIES:-distinct}
+LINES=${LINES:-1000000}
+SYSCALLS=${SYSCALLS:-1}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BODY='{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+
+BODY_FILE=""
 
 # No "prism" in any path or name of what runs: other work on the machine that cleans up its own Prism
 # processes by name (pkill -f prism) must not hit the one under test.
@@ -139,6 +151,28 @@ OHA=$(find_oha)
 # oha >= 1.5 writes JSON with --output-format json; older ones with -j.
 if "$OHA" --help | grep -q -- '--output-format'; then OHA_JSON=(--output-format json); else OHA_JSON=(-j); fi
 log "oha: $("$OHA" --version)"
+if [[ $BODIES == distinct ]]; then
+  BODY_FILE="$WORK/bodies.txt"
+  python3 - "$BODY_FILE" "$LINES" <<'PY'
+import sys
+path, n = sys.argv[1], int(sys.argv[2])
+with open(path, "w") as f:
+    for i in range(1, n + 1):
+        f.write('{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["0x%040x","latest"]}\n' % (i, i * 2654435761))
+PY
+  BODY_ARGS=(-Z "$BODY_FILE")
+  log "distinct bodies: $LINES eth_getBalance lines in $BODY_FILE (oha picks at random)"
+else
+  BODY_ARGS=(-d "$BODY")
+fi
+PERF_BIN=""
+if [[ $SYSCALLS == 1 ]]; then
+  PERF_BIN=$(command -v perf || true)
+  if [[ -z "$PERF_BIN" ]] || ! "$PERF_BIN" stat -e raw_syscalls:sys_enter -x, -- true >/dev/null 2>&1; then
+    log "perf stat with raw_syscalls is not available here (apt-get install linux-perf; run as root): no syscall counts"
+    PERF_BIN=""
+  fi
+fi
 
 want() { [[ " $TARGETS " == *" $1 "* ]]; }
 
@@ -158,13 +192,19 @@ PRISM_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   log "building the fast upstream (rustc -O, std only)"
   rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"
-  if want prism; then
+  if want prism || want prismon; then
     log "cargo build --release"
     (cd "$ROOT" && cargo build --release --bin prism) >&2
   fi
+  if want floor; then
+    log "cargo build --release --example floor_forwarder"
+    (cd "$ROOT" && cargo build --release --example floor_forwarder) >&2
+  fi
 fi
+FLOOR_BIN="${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}"
+if want floor; then [[ -x "$FLOOR_BIN" ]] || die "missing $FLOOR_BIN"; fi
 [[ -x "$UPSTREAM_BIN" ]] || die "missing $UPSTREAM_BIN"
-if want prism; then [[ -x "$PRISM_BIN" ]] || die "missing $PRISM_BIN"; fi
+if want prism || want prismon; then [[ -x "$PRISM_BIN" ]] || die "missing $PRISM_BIN"; fi
 
 # ---------------------------------------------------------------------------------------------- processes
 UP_PORT=$(free_port)
@@ -222,14 +262,25 @@ EOF
   log "nginx master $NG_MASTER workers $NG_WORKERS"
 fi
 
-# Starts one Prism build as target $1 from binary $2.
-start_prism() { # target binary
+if want floor; then
+  FL_PORT=$(free_port)
+  mkdir -p "$WORK/floor"
+  cp "$FLOOR_BIN" "$WORK/floor/forwarder"
+  taskset -c "$PROXY_CPU" "$WORK/floor/forwarder" "127.0.0.1:$FL_PORT" "127.0.0.1:$UP_PORT" >"$WORK/floor/log" 2>&1 &
+  STARTED+=($!)
+  PIDS[floor]=$!
+  URL[floor]="http://127.0.0.1:$FL_PORT/"
+  wait_ready "${URL[floor]}" floor
+fi
+
+# Starts one Prism build as target $1 from binary $2 ($3 = on: dedupe and cache on whatever PASSTHROUGH says).
+start_prism() { # target binary [on]
   local target=$1 bin=$2 port dir pid cache=""
   port=$(free_port)
   dir="$WORK/proxy-$target"
   mkdir -p "$dir"
   cp "$bin" "$dir/rpc-proxy" # see WORK above
-  if [[ "${PASSTHROUGH:-1}" == 1 ]]; then cache=$'[cache]\ndedupe = false\nenabled = false\n'; fi
+  if [[ "${PASSTHROUGH:-1}" == 1 && "${3:-}" != on ]]; then cache=$'[cache]\ndedupe = false\nenabled = false\n'; fi
   cat >"$dir/config.toml" <<EOF
 [server]
 listen = "127.0.0.1:$port"
@@ -258,6 +309,7 @@ EOF
 }
 
 if want prism; then start_prism prism "$PRISM_BIN"; fi
+if want prismon; then start_prism prismon "$PRISM_BIN" on; fi
 if want base; then
   [[ -x "${BASE_BIN:-}" ]] || die "target base needs BASE_BIN=path to a prism binary"
   start_prism base "$BASE_BIN"
@@ -266,18 +318,29 @@ fi
 # ---------------------------------------------------------------------------------------------- load
 oha_run() { # target mode round
   local target=$1 mode=$2 round=$3 out="$WORK/oha-$3-$1-$2.json" pids=${PIDS[$1]} c0=0 c1=0 s0=0 s1=0 rss=0 b0 b1
-  local -a args=(--no-tui -z "${DURATION}s" -m POST -H 'content-type: application/json' -d "$BODY")
+  local -a args=(--no-tui -z "${DURATION}s" -m POST -H 'content-type: application/json' "${BODY_ARGS[@]}")
+  local perf_pid="" syscalls=-1
   if [[ $mode == fixed ]]; then args+=(-c "$FIXED_CONC" -q "$RATE" --latency-correction); else args+=(-c "$CLOSED_CONC"); fi
   wait_quiet
   # shellcheck disable=SC2086
   if [[ -n "$pids" ]]; then c0=$(cpu_ticks $pids); s0=$(sched_ns $pids); fi
   b0=$(core_busy "$PROXY_CPU")
+  if [[ $mode == fixed && -n "$PERF_BIN" && -n "$pids" ]]; then
+    "$PERF_BIN" stat -x, -e raw_syscalls:sys_enter -p "$(echo $pids | tr ' ' ',')" -o "$out.syscalls" &
+    perf_pid=$!
+  fi
   taskset -c "$LOAD_CPU" "$OHA" "${OHA_JSON[@]}" "${args[@]}" "${URL[$target]}" >"$out" 2>"$out.err" || die "oha failed on $target: $(cat "$out.err")"
   b1=$(core_busy "$PROXY_CPU")
+  if [[ -n "$perf_pid" ]]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    syscalls=$(awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$out.syscalls" 2>/dev/null | head -1)
+    [[ "$syscalls" =~ ^[0-9]+$ ]] || syscalls=-1
+  fi
   # shellcheck disable=SC2086
   if [[ -n "$pids" ]]; then c1=$(cpu_ticks $pids); s1=$(sched_ns $pids); rss=$(hwm_kb $pids); fi
-  printf '{"round":%d,"target":"%s","mode":"%s","oha":"%s","cpu_ticks":%d,"hz":%d,"sched_ns":%d,"rss_kb":%d,"core_busy_ticks":%d}\n' \
-    "$round" "$target" "$mode" "$out" $((c1 - c0)) "$(getconf CLK_TCK)" $((s1 - s0)) "$rss" $((b1 - b0)) >>"$RESULTS"
+  printf '{"round":%d,"target":"%s","mode":"%s","oha":"%s","cpu_ticks":%d,"hz":%d,"sched_ns":%d,"rss_kb":%d,"core_busy_ticks":%d,"syscalls":%d}\n' \
+    "$round" "$target" "$mode" "$out" $((c1 - c0)) "$(getconf CLK_TCK)" $((s1 - s0)) "$rss" $((b1 - b0)) "$syscalls" >>"$RESULTS"
   python3 "$PERF/report.py" --one "$RESULTS" >&2
 }
 
@@ -290,7 +353,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     target=${T[$(((k + r - 1) % n))]} # rotate the order each round
     if ((WARMUP > 0)); then
       taskset -c "$LOAD_CPU" "$OHA" --no-tui -z "${WARMUP}s" -c "$CLOSED_CONC" -m POST -H 'content-type: application/json' \
-        -d "$BODY" "${URL[$target]}" >/dev/null 2>&1 || true
+        "${BODY_ARGS[@]}" "${URL[$target]}" >/dev/null 2>&1 || true
     fi
     oha_run "$target" fixed "$r"
     oha_run "$target" closed "$r"
@@ -301,6 +364,14 @@ done
 for t in "${T[@]}"; do
   out=$(curl -s -m 2 -X POST -H 'content-type: application/json' -d "$BODY" "${URL[$t]}" || true)
   [[ "$out" == *'"result":"0x1"'* ]] || log "warning: $t answered '$out' after the run"
+done
+# What dedupe and the cache did with the distinct traffic (joins and hits make a target do less work).
+for t in prism prismon; do
+  want "$t" || continue
+  admin=$(grep -o 'admin endpoints.*addr=[0-9.:]*' "$WORK/proxy-$t/proxy.log" | grep -o '[0-9.]*:[0-9]*$' || true)
+  [[ -n "$admin" ]] || continue
+  m=$(curl -s -m 2 "http://$admin/metrics" | grep -E '^prism_(cache_hits|cache_misses|dedupe_joins)_total' | tr '\n' ' ' || true)
+  log "$t metrics after the run: ${m:-none}"
 done
 
 echo

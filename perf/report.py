@@ -9,7 +9,7 @@ import json
 import statistics
 import sys
 
-ORDER = ["direct", "nginx", "base", "prism"]
+ORDER = ["direct", "nginx", "floor", "base", "prism", "prismon"]
 
 
 def load_oha(path):
@@ -57,6 +57,8 @@ def rows(path):
             r["sched_us_per_req"] = (
                 r["sched_ns"] / 1e3 / r["answered"] if r["answered"] and r["target"] != "direct" else None
             )
+            sc = r.get("syscalls", -1)
+            r["syscalls_per_req"] = sc / r["answered"] if sc is not None and sc >= 0 and r["answered"] else None
             out.append(r)
     return out
 
@@ -116,6 +118,7 @@ def table(path, rate, duration):
             "add_p99": added(t, "p99_us"),
             "fixed_rps": med([r["rps"] for r in fx]),
             "cpu_fixed": med([r["cpu_us_per_req"] for r in fx]),
+            "sys_fixed": med([r["syscalls_per_req"] for r in fx]),
             "cpu_closed": med([r["cpu_us_per_req"] for r in cl]),
             "sched_closed": med([r["sched_us_per_req"] for r in cl]),
             "core_closed": med([r["core_us_per_req"] for r in cl]),
@@ -139,6 +142,7 @@ def table(path, rate, duration):
         ("rate", "req/s", 7, lambda t, s: fmt(s["fixed_rps"], 0)),
         ("CPU/req", "µs@rate", 9, lambda t, s: fmt(s["cpu_fixed"], 1)),
         ("CPU/req", "µs,closed", 10, lambda t, s: fmt(s["cpu_closed"], 1)),
+        ("sysc/req", "@rate", 9, lambda t, s: fmt(s["sys_fixed"], 2)),
         ("core/req", "µs,closed", 10, lambda t, s: fmt(s["core_closed"], 1)),
         ("closed", "req/s", 8, lambda t, s: fmt(s["closed_rps"], 0)),
         ("peakRSS", "MiB", 8, lambda t, s: fmt(s["rss"], 1)),
@@ -155,10 +159,16 @@ def table(path, rate, duration):
     def ratio(a, b):
         return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
-    for name in ("base", "prism"):
+    for name in ("base", "prism", "prismon"):
         if name not in summary or "nginx" not in summary:
             continue
         p, n = summary[name], summary["nginx"]
+        if "floor" in summary:
+            f = summary["floor"]
+            print(
+                f"{name}/floor: CPU per request {ratio(p['cpu_closed'], f['cpu_closed'])} (closed loop), "
+                f"{ratio(p['cpu_fixed'], f['cpu_fixed'])} (at {rate} req/s)   [target ≤ 1.10]"
+            )
         print(
             f"{name}/nginx: CPU per request {ratio(p['cpu_closed'], n['cpu_closed'])} (closed loop), "
             f"{ratio(p['cpu_fixed'], n['cpu_fixed'])} (at {rate} req/s)   [target ≤ 0.80]"
@@ -166,6 +176,10 @@ def table(path, rate, duration):
         print(
             f"{name}/nginx: added p50 {ratio(p['add_p50'], n['add_p50'])} "
             f"({fmt(p['add_p50'], 0)} µs vs {fmt(n['add_p50'], 0)} µs)   [target ≤ 1.00]"
+        )
+        print(
+            f"{name}/nginx: added p99 {ratio(p['add_p99'], n['add_p99'])}   [target ≤ 2.00]; "
+            f"system calls per request {fmt(p['sys_fixed'], 2)} vs {fmt(n['sys_fixed'], 2)}   [target ≤ nginx, aim ≤ 2]"
         )
     for t in targets:
         s = summary[t]
@@ -181,7 +195,9 @@ def table(path, rate, duration):
     print(
         "p50/p99/+p50/+p99: at the fixed rate; +: per-round difference to the direct run, median across rounds.\n"
         "CPU/req: utime+stime of the proxy's processes (/proc/PID/stat) over the run / answered requests\n"
-        "  (closed loop: the throughput figure). core/req: all busy time of the proxy's core (incl. softirq) / requests.\n"
+        "  (closed loop: the throughput figure). sysc/req: perf stat raw_syscalls:sys_enter over the proxy's\n"
+        "  processes at the fixed rate / requests (the tracepoint itself costs a little CPU in those runs).\n"
+        "  core/req: all busy time of the proxy's core (incl. softirq) / requests.\n"
         "other %core: busy time on the proxy's core not charged to the proxy (softirq + anything else running: noise)."
     )
     return summary
