@@ -1,7 +1,8 @@
 //! A per-shard keep-alive pool for one upstream. Owned by its shard: `RefCell`, never a lock.
 //!
 //! Reuse rules: newest idle connection first; one idle longer than `idle_timeout`, or that the peer closed
-//! (non-blocking peek), is dropped at checkout; a connection goes back only when its response was read to
+//! (non-blocking peek), is dropped at checkout (a replay-safe call skips the peek, one system call, on a
+//! connection idle under [`PEEK_AFTER`]: if it is dead the call is resent on a fresh one anyway); a connection goes back only when its response was read to
 //! the end and keep-alive holds. A reused connection that dies before answering is the classic keep-alive
 //! race: the request is sent again on a fresh connection when it is replay-safe, or when not one byte of it
 //! could have reached the server.
@@ -64,6 +65,11 @@ impl Drop for Slot {
     }
 }
 
+/// How long a connection may sit idle before even a replay-safe call peeks at it. Servers close idle
+/// keep-alive connections after seconds (nginx 75 s, geth 120 s); one closed sooner is caught by the
+/// keep-alive race rule at the cost of one resend. A call that is not replay-safe always peeks.
+pub const PEEK_AFTER: Duration = Duration::from_secs(1);
+
 pub struct UpstreamPool {
     endpoint: Endpoint,
     addrs: Arc<[SocketAddr]>,
@@ -113,7 +119,7 @@ impl UpstreamPool {
     ) -> Result<UpstreamResponse, TransportError> {
         let mut request = Vec::new();
         super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
-        match self.acquire(deadline, false).await? {
+        match self.acquire(deadline, false, replay_safe).await? {
             Acquired::Reused(conn, slot) => match self.exchange(conn, slot, &request, deadline).await {
                 Ok(resp) => return Ok(resp),
                 Err((e, wrote_any)) => {
@@ -129,7 +135,7 @@ impl UpstreamPool {
                 return self.exchange(conn, slot, &request, deadline).await.map_err(|(e, _)| e);
             }
         }
-        let Acquired::Fresh(slot) = self.acquire(deadline, true).await? else {
+        let Acquired::Fresh(slot) = self.acquire(deadline, true, replay_safe).await? else {
             unreachable!("acquire(fresh) never hands out an idle connection")
         };
         let conn = self.connect(deadline).await?;
@@ -138,10 +144,10 @@ impl UpstreamPool {
 
     /// An idle connection (unless `fresh`), or a place for a new one: at once when there is one, else in
     /// turn as they come back or close, until `deadline`.
-    async fn acquire(&self, deadline: Instant, fresh: bool) -> Result<Acquired, TransportError> {
+    async fn acquire(&self, deadline: Instant, fresh: bool, replay_safe: bool) -> Result<Acquired, TransportError> {
         let now = || -> Option<Acquired> {
             if !fresh {
-                if let Some((conn, slot)) = self.checkout() {
+                if let Some((conn, slot)) = self.checkout(replay_safe) {
                     return Some(Acquired::Reused(conn, slot));
                 }
             } else if self.slots.open.get() >= self.settings.max_connections.max(1) {
@@ -185,11 +191,13 @@ impl UpstreamPool {
         self.idle.borrow_mut().retain(|i| now.duration_since(i.since) < timeout);
     }
 
-    fn checkout(&self) -> Option<(Conn, Slot)> {
+    fn checkout(&self, replay_safe: bool) -> Option<(Conn, Slot)> {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
         while let Some(Idle { conn, slot, since }) = idle.pop() {
-            if now.duration_since(since) < self.settings.idle_timeout && conn.stream.looks_alive() {
+            let age = now.duration_since(since);
+            let trusted = replay_safe && age < PEEK_AFTER;
+            if age < self.settings.idle_timeout && (trusted || conn.stream.looks_alive()) {
                 return Some((conn, slot));
             }
         }

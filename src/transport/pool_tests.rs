@@ -604,6 +604,30 @@ fn idle_connection_the_peer_closed_is_replaced_before_sending() {
     assert_eq!(server.seen(), vec![(0, "a".into()), (1, "write".into())]);
 }
 
+#[test]
+fn a_replay_safe_call_on_a_recently_closed_connection_is_resent_on_a_fresh_one() {
+    // No peek for a replay-safe call on a connection idle under PEEK_AFTER: the dead one is found by
+    // using it, and the call still goes out once more, fresh, and is answered.
+    let server = Server::start(|s| {
+        if s.conn == 0 {
+            return Act::ReplyThenClose(ok("first"));
+        }
+        echo(s)
+    });
+    let pool = pool(&server, settings());
+    run(async {
+        post(&pool, "a").await.unwrap();
+        until("the client side to see the server's FIN", || {
+            !pool.idle.borrow()[0].conn.stream.looks_alive()
+        })
+        .await;
+        let resp = post(&pool, "read").await.unwrap();
+        assert_eq!(text(&resp), "re:read");
+    });
+    assert_eq!(server.accepted(), 2);
+    assert_eq!(server.seen().last(), Some(&(1, "read".into())));
+}
+
 /// A server whose connection 0 answers its first request and then dies on reading the second, unanswered:
 /// the keep-alive race, where the pool handed out a connection that looked alive.
 fn dies_on_second_request() -> Server {
@@ -796,15 +820,18 @@ fn a_place_reserved_for_a_dial_counts_against_max_connections() {
     let server = Server::start(echo);
     let pool = pool(&server, one_connection());
     run(async {
-        let Acquired::Fresh(dialling) = pool.acquire(soon(), false).await.unwrap() else {
+        let Acquired::Fresh(dialling) = pool.acquire(soon(), false, false).await.unwrap() else {
             panic!("an empty pool has nothing to reuse");
         };
         let deadline = Instant::now() + Duration::from_millis(50);
-        let err = pool.acquire(deadline, false).await.err();
+        let err = pool.acquire(deadline, false, false).await.err();
         assert!(matches!(err, Some(TransportError::ConnectionLimit { max: 1 })));
         drop(dialling);
         assert_eq!(pool.slots.open.get(), 0);
-        assert!(matches!(pool.acquire(soon(), false).await, Ok(Acquired::Fresh(_))));
+        assert!(matches!(
+            pool.acquire(soon(), false, false).await,
+            Ok(Acquired::Fresh(_))
+        ));
     });
 }
 
@@ -837,7 +864,7 @@ fn fresh_place_at_the_cap_closes_the_oldest_idle_connection() {
         held.await.unwrap();
         assert_eq!((pool.idle.borrow().len(), pool.slots.open.get()), (2, 2));
         let newest = local(1);
-        let Acquired::Fresh(_slot) = pool.acquire(Instant::now(), true).await.unwrap() else {
+        let Acquired::Fresh(_slot) = pool.acquire(Instant::now(), true, false).await.unwrap() else {
             panic!("a fresh acquire never hands out an idle connection");
         };
         assert_eq!(pool.idle.borrow().len(), 1, "one idle connection made room");
