@@ -211,7 +211,7 @@ UP_PORT=$(free_port)
 taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$WORK/upstream.log" 2>&1 &
 STARTED+=($!)
 wait_ready "http://127.0.0.1:$UP_PORT/" upstream
-declare -A URL PIDS
+declare -A URL PIDS ADMIN
 URL[direct]="http://127.0.0.1:$UP_PORT/"
 PIDS[direct]=""
 
@@ -277,6 +277,7 @@ fi
 start_prism() { # target binary [on]
   local target=$1 bin=$2 port dir pid cache=""
   port=$(free_port)
+  ADMIN[$target]=127.0.0.1:$(free_port)
   dir="$WORK/proxy-$target"
   mkdir -p "$dir"
   cp "$bin" "$dir/rpc-proxy" # see WORK above
@@ -284,7 +285,7 @@ start_prism() { # target binary [on]
   cat >"$dir/config.toml" <<EOF
 [server]
 listen = "127.0.0.1:$port"
-admin_listen = "127.0.0.1:0"
+admin_listen = "${ADMIN[$target]}"
 shards = 1
 pin_cores = false
 spin_before_park_us = ${SPIN_US:-0}
@@ -368,9 +369,7 @@ done
 # What dedupe and the cache did with the distinct traffic (joins and hits make a target do less work).
 for t in prism prismon; do
   want "$t" || continue
-  admin=$(grep -o 'admin endpoints.*addr=[0-9.:]*' "$WORK/proxy-$t/proxy.log" | grep -o '[0-9.]*:[0-9]*$' || true)
-  [[ -n "$admin" ]] || continue
-  m=$(curl -s -m 2 "http://$admin/metrics" | grep -E '^prism_(cache_hits|cache_misses|dedupe_joins)_total' | tr '\n' ' ' || true)
+  m=$(curl -s -m 2 "http://${ADMIN[$t]}/metrics" | grep -E '^prism_(cache_hits|cache_misses|dedupe_joins)_total' | tr '\n' ' ' || true)
   log "$t metrics after the run: ${m:-none}"
 done
 
