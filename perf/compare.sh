@@ -17,7 +17,10 @@
 #                     LINES-line file at random, so a few repeat); BODIES=same repeats one eth_blockNumber body
 #   LINES=1000000
 #   SYSCALLS=1        count system calls of the proxy during each fixed-rate run (perf stat, raw_syscalls)
-#   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU
+#   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU (taskset
+#                     lists: PROXY_CPU=0-3 LOAD_CPU=4-15)
+#   SHARDS=1          Prism's shards and nginx's worker processes (floor stays one executor); perf/scaling.sh
+#                     runs this script for several SHARDS on a many-core machine
 #   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
 #                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
 #   SKIP_BUILD=1      use the binaries already built (PRISM_BIN=path picks another Prism build)
@@ -42,6 +45,7 @@ BODIES=${BODIES:-distinct}
 LINES=${LINES:-1000000}
 SYSCALLS=${SYSCALLS:-1}
 PROXY_CPU=${PROXY_CPU:-0}
+SHARDS=${SHARDS:-1}
 LOAD_CPU=${LOAD_CPU:-1}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BODY='{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
@@ -113,8 +117,17 @@ sched_ns() {
   done
   echo "$t"
 }
-core_busy() { # busy ticks (user nice system irq softirq) of CPU $1, from /proc/stat
-  awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
+cpu_names() { # a taskset list ("0-3,6") as " cpu0 cpu1 cpu2 cpu3 cpu6 "
+  local part a b i out=" "
+  IFS=, read -r -a parts <<<"$1"
+  for part in "${parts[@]}"; do
+    if [[ $part == *-* ]]; then a=${part%-*}; b=${part#*-}; for ((i = a; i <= b; i++)); do out+="cpu$i "; done
+    else out+="cpu$part "; fi
+  done
+  echo "$out"
+}
+core_busy() { # busy ticks (user nice system irq softirq) of the CPUs in list $1, from /proc/stat
+  awk -v set="$(cpu_names "$1")" 'index(set, " " $1 " ") { t += $2 + $3 + $4 + $7 + $8 } END { print t + 0 }' /proc/stat
 }
 # Waits (up to QUIET_WAIT s) until both cores were idle for a whole second.
 wait_quiet() {
@@ -220,7 +233,7 @@ if want nginx; then
   NG="$WORK/nginx"
   mkdir -p "$NG/logs" "$NG/tmp"
   cat >"$NG/nginx.conf" <<EOF
-worker_processes 1;
+worker_processes $SHARDS;
 daemon off;
 master_process on;
 user root;
@@ -286,7 +299,7 @@ start_prism() { # target binary [on]
 [server]
 listen = "127.0.0.1:$port"
 admin_listen = "${ADMIN[$target]}"
-shards = 1
+shards = $SHARDS
 pin_cores = false
 spin_before_park_us = ${SPIN_US:-0}
 
@@ -347,7 +360,7 @@ oha_run() { # target mode round
 
 read -r -a T <<<"$TARGETS"
 log "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these 2 cores skews every figure)"
-log "rounds=$ROUNDS duration=${DURATION}s rate=$RATE fixed_c=$FIXED_CONC closed_c=$CLOSED_CONC proxy cpu=$PROXY_CPU load cpu=$LOAD_CPU"
+log "rounds=$ROUNDS duration=${DURATION}s rate=$RATE fixed_c=$FIXED_CONC closed_c=$CLOSED_CONC proxy cpu=$PROXY_CPU load cpu=$LOAD_CPU shards=$SHARDS"
 for ((r = 1; r <= ROUNDS; r++)); do
   n=${#T[@]}
   for ((k = 0; k < n; k++)); do

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Memory held by idle keep-alive clients: N client connections each send one distinct call, get its answer,
+and stay open and silent. Prints the proxy's RSS before (started, idle), after the calls, and per idle
+connection, for Prism (1 shard, dedupe and cache off) and, when nginx is installed, an nginx worker in the same
+setup as perf/compare.sh. Issue 15: Prism held ~17 KiB per idle connection; aim <= 50 MiB at 10 000.
+Stops by itself.
+
+Usage: idle_clients.py PRISM_BIN [N]   (raises its own open-file limit; run as root for N > ~500 000)
+"""
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port):
+    for _ in range(500):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def call(sock, i):
+    body = b'{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["0x%040x","latest"]}' % (i, i * 2654435761)
+    sock.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise SystemExit(f"connection {i} closed before its answer")
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    if b'"result"' not in rest:
+        raise SystemExit(f"connection {i}: {rest[:200]!r}")
+
+
+def measure(name, port, pids, n):
+    time.sleep(0.5)  # let start-up settle: the first reading is the idle process
+    before = rss_kib(pids)
+    socks = []
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        call(s, i)
+        socks.append(s)
+    # Every connection answered; read RSS once the proxy has had a moment to give back what it took.
+    time.sleep(1.0)
+    after = rss_kib(pids)
+    for s in socks:
+        s.close()
+    per = (after - before) / n if n else 0
+    print(f"{name:<6} idle {before / 1024:6.1f} MiB   with {n} idle clients {after / 1024:6.1f} MiB   "
+          f"{per:5.2f} KiB per idle connection")
+
+
+def main():
+    prism_bin = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 1000  # each process (this client, the proxy) holds one end of each connection
+    if hard < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+        except (ValueError, OSError):
+            raise SystemExit(f"need {want} open files (hard limit {hard})")
+    else:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    work = tempfile.mkdtemp(prefix="idleclients.")
+    procs = []
+    try:
+        upstream = os.path.join(ROOT, "target/perf/fast_upstream")
+        if not os.path.exists(upstream):
+            subprocess.check_call(["rustc", "--edition", "2021", "-C", "opt-level=3",
+                                   os.path.join(ROOT, "examples/fast_upstream.rs"), "-o", upstream])
+        up = free_port()
+        procs.append(subprocess.Popen([upstream, f"127.0.0.1:{up}", "4663"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+        wait_port(up)
+
+        port, admin = free_port(), free_port()
+        cfg = os.path.join(work, "config.toml")
+        with open(cfg, "w") as f:
+            f.write(f'[server]\nlisten = "127.0.0.1:{port}"\nadmin_listen = "127.0.0.1:{admin}"\nshards = 1\n'
+                    f'pin_cores = false\n\n[limits]\nidle_timeout_ms = 600000\nmax_connections = {n + 100}\n\n'
+                    f'[cache]\nenabled = false\ndedupe = false\n\n'
+                    f'[[networks]]\nname = "bench"\nkind = "evm"\nchain_id = 4663\n\n'
+                    f'  [[networks.providers]]\n  name = "fast"\n  url = "http://127.0.0.1:{up}"\n')
+        exe = os.path.join(work, "rpc-proxy")  # no "prism" in the name: see perf/README.md
+        shutil.copy(prism_bin, exe)
+        p = subprocess.Popen([exe, "serve", "--config", cfg], stdout=open(os.path.join(work, "proxy.log"), "w"),
+                             stderr=subprocess.STDOUT)
+        procs.append(p)
+        wait_port(port)
+        measure("prism", port, [p.pid], n)
+
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        if nginx:
+            ng = os.path.join(work, "nginx")
+            os.makedirs(os.path.join(ng, "logs"))
+            ng_port = free_port()
+            with open(os.path.join(ng, "nginx.conf"), "w") as f:
+                f.write(f"""worker_processes 1;
+daemon off;
+master_process on;
+user root;
+pid {ng}/nginx.pid;
+worker_rlimit_nofile {want};
+error_log {ng}/logs/error.log warn;
+events {{ worker_connections {n + 100}; }}
+http {{
+  access_log off;
+  client_body_temp_path {ng}/body;
+  proxy_temp_path {ng}/proxy;
+  fastcgi_temp_path {ng}/fastcgi;
+  uwsgi_temp_path {ng}/uwsgi;
+  scgi_temp_path {ng}/scgi;
+  keepalive_timeout 600s;
+  keepalive_requests 1000000;
+  upstream fast {{ server 127.0.0.1:{up}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{ng_port};
+    location / {{ proxy_pass http://fast; proxy_http_version 1.1; proxy_set_header Connection ""; }}
+  }}
+}}
+""")
+            m = subprocess.Popen([nginx, "-p", ng, "-c", os.path.join(ng, "nginx.conf")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(m)
+            wait_port(ng_port)
+            workers = []
+            for _ in range(100):
+                workers = subprocess.run(["pgrep", "-P", str(m.pid)], capture_output=True, text=True).stdout.split()
+                if workers:
+                    break
+                time.sleep(0.05)
+            measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
