@@ -17,13 +17,7 @@ import threading
 import time
 import urllib.request
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from loopback import free_port
 
 
 def metric(admin, name, labels):

@@ -18,17 +18,11 @@ import threading
 import time
 import urllib.request
 
+from loopback import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 # [policy.hedge] budget_percent of the hedged run (HEDGE_BUDGET, default the config default, 5).
 BUDGET = float(os.environ.get("HEDGE_BUDGET", "5"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def metric_sum(admin, name):
