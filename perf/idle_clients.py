@@ -49,14 +49,20 @@ def call(sock, i):
         raise SystemExit(f"connection {i}: {rest[:200]!r}")
 
 
-def measure(name, port, pids, n):
+def measure(name, port, pids, n, connect_first):
     time.sleep(0.5)  # let start-up settle: the first reading is the idle process
     before = rss_kib(pids)
-    socks = []
-    for i in range(n):
-        s = socket.create_connection(("127.0.0.1", port))
-        call(s, i)
-        socks.append(s)
+    socks, accepted = [], None
+    if connect_first:
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+        time.sleep(1.0)
+        accepted = rss_kib(pids)  # connected, nothing sent yet: what a connection costs before any byte
+        for i, s in enumerate(socks):
+            call(s, i)
+    else:  # nginx drops some of 10 000 silent connections opened at once: one at a time there
+        for i in range(n):
+            socks.append(socket.create_connection(("127.0.0.1", port)))
+            call(socks[-1], i)
     # Every connection answered; read RSS once the proxy has had a moment to give back what it took.
     time.sleep(1.0)
     after = rss_kib(pids)
@@ -64,7 +70,8 @@ def measure(name, port, pids, n):
         s.close()
     per = (after - before) / n if n else 0
     print(f"{name:<6} idle {before / 1024:6.1f} MiB   with {n} idle clients {after / 1024:6.1f} MiB   "
-          f"{per:5.2f} KiB per idle connection")
+          f"{per:5.2f} KiB per idle connection"
+          + (f" ({(accepted - before) / n:5.2f} KiB of it before the first byte)" if accepted is not None else ""))
 
 
 def main():
@@ -105,7 +112,7 @@ def main():
                              stderr=subprocess.STDOUT)
         procs.append(p)
         wait_port(port)
-        measure("prism", port, [p.pid], n)
+        measure("prism", port, [p.pid], n, True)
 
         nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
         if nginx:
@@ -147,7 +154,7 @@ http {{
                 if workers:
                     break
                 time.sleep(0.05)
-            measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n)
+            measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n, False)
     finally:
         for p in reversed(procs):
             p.terminate()
