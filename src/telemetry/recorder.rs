@@ -66,7 +66,7 @@ impl Recorder {
         while providers.len() <= provider.index() {
             providers.push(Family::ALL.iter().map(|_| Sample::default()).collect());
         }
-        samples[network][provider][family as usize].record(
+        providers[provider.index()][family as usize].record(
             latency_us,
             outcome == AttemptResult::Failed,
             outcome == AttemptResult::Throttled,

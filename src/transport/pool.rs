@@ -1,9 +1,10 @@
 //! A per-shard keep-alive pool for one upstream. Owned by its shard: `RefCell`, never a lock.
 //!
 //! Reuse rules: newest idle connection first; one idle longer than `idle_timeout`, or that the peer closed
-//! (non-blocking peek), is dropped at checkout (a replay-safe call skips the peek, one system call, on a
-//! connection idle under [`PEEK_AFTER`]: if it is dead the call is resent on a fresh one anyway); a connection goes back only when its response was read to
-//! the end and keep-alive holds. A reused connection that dies before answering is the classic keep-alive
+//! (non-blocking peek), is dropped at checkout. A replay-safe call skips the peek (one system call) on a
+//! connection idle under [`PEEK_AFTER`]: if that one is dead, the call is resent on a fresh one by the
+//! keep-alive race rule below. A connection goes back only when its response was read to the end and
+//! keep-alive holds. A reused connection that dies before answering is the classic keep-alive
 //! race: the request is sent again on a fresh connection when it is replay-safe, or when not one byte of it
 //! could have reached the server.
 //!
@@ -68,7 +69,7 @@ impl Drop for Slot {
 /// How long a connection may sit idle before even a replay-safe call peeks at it. Servers close idle
 /// keep-alive connections after seconds (nginx 75 s, geth 120 s); one closed sooner is caught by the
 /// keep-alive race rule at the cost of one resend. A call that is not replay-safe always peeks.
-pub const PEEK_AFTER: Duration = Duration::from_secs(1);
+const PEEK_AFTER: Duration = Duration::from_secs(1);
 
 pub struct UpstreamPool {
     endpoint: Endpoint,

@@ -580,10 +580,8 @@ fn sweep_closes_only_connections_past_idle_timeout() {
     });
 }
 
-#[test]
-fn idle_connection_the_peer_closed_is_replaced_before_sending() {
-    // The server closes after its first answer without saying so. The pool must notice at checkout, so
-    // even a call that is not replay-safe goes out once, on a fresh connection.
+/// A server that closes connection 0 after its first answer without saying so; the others echo.
+fn closes_after_first_answer() -> (Server, Rc<UpstreamPool>) {
     let server = Server::start(|s| {
         if s.conn == 0 {
             return Act::ReplyThenClose(ok("first"));
@@ -591,13 +589,26 @@ fn idle_connection_the_peer_closed_is_replaced_before_sending() {
         echo(s)
     });
     let pool = pool(&server, settings());
+    (server, pool)
+}
+
+/// One call on connection 0, then until the pool's idle connection has seen the server's FIN.
+async fn idle_one_the_server_closed(pool: &UpstreamPool) {
+    post(pool, "a").await.unwrap();
+    assert_eq!(pool.idle.borrow().len(), 1);
+    until("the client side to see the server's FIN", || {
+        !pool.idle.borrow()[0].conn.stream.looks_alive()
+    })
+    .await;
+}
+
+#[test]
+fn idle_connection_the_peer_closed_is_replaced_before_sending() {
+    // The server closes after its first answer without saying so. The pool must notice at checkout, so
+    // even a call that is not replay-safe goes out once, on a fresh connection.
+    let (server, pool) = closes_after_first_answer();
     run(async {
-        post(&pool, "a").await.unwrap();
-        assert_eq!(pool.idle.borrow().len(), 1);
-        until("the client side to see the server's FIN", || {
-            !pool.idle.borrow()[0].conn.stream.looks_alive()
-        })
-        .await;
+        idle_one_the_server_closed(&pool).await;
         let resp = pool.post(b"write", soon(), false).await.unwrap();
         assert_eq!(text(&resp), "re:write");
     });
@@ -608,19 +619,9 @@ fn idle_connection_the_peer_closed_is_replaced_before_sending() {
 fn a_replay_safe_call_on_a_recently_closed_connection_is_resent_on_a_fresh_one() {
     // No peek for a replay-safe call on a connection idle under PEEK_AFTER: the dead one is found by
     // using it, and the call still goes out once more, fresh, and is answered.
-    let server = Server::start(|s| {
-        if s.conn == 0 {
-            return Act::ReplyThenClose(ok("first"));
-        }
-        echo(s)
-    });
-    let pool = pool(&server, settings());
+    let (server, pool) = closes_after_first_answer();
     run(async {
-        post(&pool, "a").await.unwrap();
-        until("the client side to see the server's FIN", || {
-            !pool.idle.borrow()[0].conn.stream.looks_alive()
-        })
-        .await;
+        idle_one_the_server_closed(&pool).await;
         let resp = post(&pool, "read").await.unwrap();
         assert_eq!(text(&resp), "re:read");
     });
