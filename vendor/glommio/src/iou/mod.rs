@@ -92,6 +92,9 @@ bitflags::bitflags! {
         const CQSIZE    = 1 << 3;
         const CLAMP     = 1 << 4;
         const ATTACH_WQ = 1 << 5;
+        /// Prism patch: completions do not interrupt the task with an IPI; their task work runs at the
+        /// next kernel/user transition (Linux 5.19+, `IORING_SETUP_COOP_TASKRUN`).
+        const COOP_TASKRUN = 1 << 8;
     }
 }
 

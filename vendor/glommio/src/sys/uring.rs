@@ -906,8 +906,22 @@ impl SleepableRing {
         source_map: Rc<RefCell<SourceMap>>,
     ) -> io::Result<Self> {
         assert!(*IO_URING_RECENT_ENOUGH);
+        // Prism patch: by default a completion that arrives while this thread runs user code (another
+        // core's send waking a poll here) interrupts it with an inter-processor interrupt to run the
+        // completion's task work; on a virtual machine every IPI is a VM exit. With COOP_TASKRUN the task
+        // work runs at this thread's next kernel entry instead, and the reactor enters the kernel every turn
+        // (submissions, and always before it sleeps), so nothing waits longer than a turn. Kernels before
+        // 5.19 refuse the flag with EINVAL: the ring is then set up as upstream does.
+        let ring = match iou::IoUring::new_with_flags(
+            size as _,
+            iou::SetupFlags::COOP_TASKRUN,
+            iou::SetupFeatures::empty(),
+        ) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => iou::IoUring::new(size as _)?,
+            other => other?,
+        };
         Ok(SleepableRing {
-            ring: iou::IoUring::new(size as _)?,
+            ring,
             size,
             submission_queue: UringQueueState::with_capacity(size * 4),
             name,
@@ -1227,7 +1241,9 @@ pub(crate) struct Reactor {
     latency_ring: RefCell<SleepableRing>,
     poll_ring: RefCell<PollRing>,
 
-    latency_preemption_timeout_src: Cell<Option<Source>>,
+    // Prism patch: the latency timer is kept with the quantum it was armed for, so a turn that does not
+    // sleep can leave a pending one in place instead of cancelling and re-arming it (see `wait`).
+    latency_preemption_timeout_src: Cell<Option<(Source, Duration)>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1820,22 +1836,31 @@ impl Reactor {
         // consume all events from the rings
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
-        // Cancel the old timer regardless of whether we can sleep:
-        // if we won't sleep, we will register the new timer with its new
-        // value.
-        //
-        // But if we will sleep, there might be a timer registered that needs
-        // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
+        // Prism patch: upstream cancelled the latency timer and re-armed both preemption timers on every
+        // call. This runs at the top of every executor loop (`poll_io`), so a busy shard paid four timer
+        // operations and up to four `io_uring_enter`s per turn that submitted nothing else. Now:
+        // * a call that may sleep (`preempt_timer()` is None: `park`) cancels the latency timer, as before,
+        //   so a sleeping reactor is not woken by it;
+        // * a call that will not sleep keeps a latency timer that has not fired, as long as it was armed for
+        //   the quantum asked now; a task queue may then be preempted up to one quantum early, which costs
+        //   a reactor pass, never correctness;
+        // * the throughput timer (it fires after `ring_depth` main-ring completions) is re-armed only once
+        //   it has fired: its count then runs across turns, so it can fire early in a turn the same way.
+        let keep_latency = preempt_timer();
+        let kept = self.latency_preemption_timeout_src.take().filter(|(src, armed)| {
+            Some(*armed) == keep_latency && src.result().is_none()
+        });
+        self.latency_preemption_timeout_src.set(kept);
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping.
-        self.throughput_preemption_timeout_src.replace(Some(
-            main_ring.prepare_throughput_preemption_timer(
+        let throughput = self.throughput_preemption_timeout_src.take().filter(|src| src.result().is_none());
+        self.throughput_preemption_timeout_src.set(throughput.or_else(|| {
+            Some(main_ring.prepare_throughput_preemption_timer(
                 self.ring_depth() as u32,
                 self.eventfd_src.raw(),
-            ),
-        ));
+            ))
+        }));
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
@@ -1858,7 +1883,7 @@ impl Reactor {
             // is a timer set, we need to make sure we wake up to handle it.
             if let Some(dur) = user_timer {
                 self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+                    .set(Some((lat_ring.prepare_latency_preemption_timer(dur), dur)));
                 assert!(flush_rings!(lat_ring)? > 0);
             }
             // From this moment on the remote executors are aware that we are sleeping
@@ -1886,9 +1911,15 @@ impl Reactor {
         }
 
         if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
-            flush_rings!(lat_ring, main_ring)?;
+            // Prism patch: only when no pending timer for this quantum was kept above.
+            let kept = self.latency_preemption_timeout_src.take();
+            if kept.is_some() {
+                self.latency_preemption_timeout_src.set(kept);
+            } else {
+                self.latency_preemption_timeout_src
+                    .set(Some((lat_ring.prepare_latency_preemption_timer(preempt), preempt)));
+                flush_rings!(lat_ring, main_ring)?;
+            }
         }
 
         // A Note about `need_preempt`:
