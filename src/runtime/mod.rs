@@ -6,6 +6,9 @@ pub mod shards;
 mod shutdown;
 mod time;
 
+#[cfg(test)]
+mod net_tests;
+
 pub use shards::{run_shards, ShardId, ShardPlacement};
 pub use shutdown::Shutdown;
 pub use time::{sleep, timeout_at, Elapsed};

@@ -427,6 +427,8 @@ impl Reactor {
         source
     }
 
+    // Prism patch: streams read through the ring now (net/stream.rs), so nothing polls for read readiness.
+    #[allow(dead_code)]
     pub(crate) fn poll_read_ready(&self, fd: RawFd) -> Source {
         let source = self.new_source(fd, SourceType::PollAdd, None);
         self.sys.poll_ready(&source, common_flags() | read_flags());

@@ -5,7 +5,7 @@
 //
 use crate::{
     reactor::Reactor,
-    sys::{self, Source, SourceType},
+    sys::{self, DmaBuffer, Source, SourceType},
 };
 use futures_lite::ready;
 use nix::sys::socket::MsgFlags;
@@ -215,28 +215,68 @@ impl Timeout {
     }
 }
 
+/// Prism patch: the most a read submitted through the ring asks for. The buffer is held while the recv
+/// waits, so an idle keep-alive connection holds this much; a read that fills it is followed by direct
+/// `recv`s into the caller's buffer (see `NonBufferedStream::poll_read`), so larger messages cost one
+/// syscall per caller buffer, as before.
+const RING_RECV_MAX: usize = 2048;
+
 #[derive(Debug)]
 pub(crate) struct NonBufferedStream<S> {
     reactor: Weak<Reactor>,
     stream: S,
     source_tx: Option<Source>,
-    source_rx: Option<Source>,
+    // Prism patch: reads go through the ring (a `SockRecv` source) instead of a readiness poll followed
+    // by a `recv` syscall. `ring_rx` is the recv in flight or completed and not yet read; `spill` holds
+    // what a completed recv brought beyond the buffer of the read that picked it up; `rx_full` says the
+    // last read filled its buffer, so more is likely queued and a direct `recv` is tried first.
+    ring_rx: Option<Source>,
+    spill: Option<(DmaBuffer, usize, usize)>,
+    rx_full: bool,
     write_timeout: Timeout,
     read_timeout: Timeout,
 }
 
 impl<S: AsRawFd> NonBufferedStream<S> {
-    fn init(&mut self) {
-        let reactor = self.reactor.upgrade().unwrap();
-        let stream_fd = self.stream.as_raw_fd();
-        self.source_rx = Some(reactor.poll_read_ready(stream_fd));
+    /// Prism patch: copies what a completed ring recv brought and no read took yet.
+    fn read_spill(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let (data, start, end) = self.spill.as_mut()?;
+        let n = (*end - *start).min(buf.len());
+        buf[..n].copy_from_slice(&data.as_bytes()[*start..*start + n]);
+        *start += n;
+        if *start == *end {
+            self.spill = None;
+        }
+        Some(n)
     }
 
     pub(crate) fn try_peek(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        // Prism patch: bytes a ring recv already took out of the socket come first; while one is in
+        // flight the socket's queue is not where the next bytes will land.
+        if let Some((data, start, end)) = self.spill.as_ref() {
+            let n = (end - start).min(buf.len());
+            buf[..n].copy_from_slice(&data.as_bytes()[*start..*start + n]);
+            return Some(Ok(n));
+        }
+        if let Some(src) = self.ring_rx.as_ref() {
+            let n = match src.result()? {
+                Ok(n) => n.min(buf.len()),
+                Err(e) => return Some(Err(e)),
+            };
+            if let SourceType::SockRecv(Some(data)) = &*src.source_type() {
+                buf[..n].copy_from_slice(&data.as_bytes()[..n]);
+            }
+            return Some(Ok(n));
+        }
         super::yolo_peek(self.stream.as_raw_fd(), buf)
     }
 
     pub(crate) async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // Prism patch: a peek behind a ring recv in flight waits for that recv, not for more bytes.
+        if let Some(src) = self.ring_rx.as_ref() {
+            src.collect_rw().await?;
+            return self.try_peek(buf).unwrap_or(Ok(0));
+        }
         let source = self.reactor.upgrade().unwrap().recv(
             self.stream.as_raw_fd(),
             buf.len(),
@@ -253,47 +293,65 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         Ok(sz)
     }
 
+    /// Prism patch: upstream polled for readiness, then called `recv`, and after every short read armed
+    /// another poll: a poll SQE plus one `recvfrom` per read. Now a read that has to wait submits the
+    /// `recv` itself through the ring (no syscall of its own: it goes out with the reactor's next
+    /// `io_uring_enter`, and the kernel runs it as soon as bytes arrive). Only when the previous read
+    /// filled its buffer, so more is probably queued, is a direct non-blocking `recv` tried first.
+    /// The recv's buffer belongs to its source, so a read future dropped mid-wait loses nothing: the
+    /// next read picks the bytes up.
     pub(crate) fn poll_read(
         &mut self,
         cx: &Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(n) = self.read_spill(buf) {
+            self.rx_full = n == buf.len();
+            return Poll::Ready(Ok(n));
+        }
         let reactor = self.reactor.upgrade().unwrap();
         let reactor = reactor.as_ref();
 
-        let no_pending_poll = self
-            .source_rx
-            .as_ref()
-            .map(|src| src.result().is_some())
-            .unwrap_or(true);
+        if let Some(src) = self.ring_rx.as_ref() {
+            if src.result().is_none() {
+                poll_err!(self.read_timeout.check(reactor));
+                src.add_waiter_single(cx.waker());
+                self.read_timeout.maybe_set_timer(reactor, cx.waker());
+                return Poll::Pending;
+            }
+            let src = self.ring_rx.take().unwrap();
+            self.read_timeout.cancel_timer(reactor);
+            let got = poll_err!(src.result().unwrap());
+            if got == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            match src.extract_source_type() {
+                SourceType::SockRecv(Some(data)) => self.spill = Some((data, 0, got)),
+                _ => unreachable!(),
+            }
+            let n = self.read_spill(buf).unwrap_or(0);
+            self.rx_full = n == buf.len();
+            return Poll::Ready(Ok(n));
+        }
 
-        if no_pending_poll {
+        if self.rx_full || buf.is_empty() {
             if let Some(result) = super::yolo_recv(self.stream.as_raw_fd(), buf) {
-                self.source_rx.take();
                 self.read_timeout.cancel_timer(reactor);
-                let result = poll_err!(result);
-                // Start an early poll if the buffer is not fully filled. So when
-                // the next time `poll_read` is called, it will be known immediately
-                // whether the underlying stream is ready for reading.
-                if result > 0 && result < buf.len() {
-                    self.source_rx = Some(reactor.poll_read_ready(self.stream.as_raw_fd()));
-                    // The `rush_dispatch`s here and after could be removed to
-                    // improve performance if #458 is handled appropriately.
-                    // reactor.rush_dispatch(self.source_rx.as_ref().unwrap());
-                }
-                return Poll::Ready(Ok(result));
+                let n = poll_err!(result);
+                self.rx_full = n == buf.len() && n > 0;
+                return Poll::Ready(Ok(n));
             }
         }
+        self.rx_full = false;
 
         poll_err!(self.read_timeout.check(reactor));
-
-        if no_pending_poll {
-            self.source_rx = Some(reactor.poll_read_ready(self.stream.as_raw_fd()));
-            // reactor.rush_dispatch(self.source_rx.as_ref().unwrap());
-        }
-
-        let source = self.source_rx.as_ref().unwrap();
-        source.add_waiter_single(cx.waker());
+        let src = reactor.recv(
+            self.stream.as_raw_fd(),
+            buf.len().min(RING_RECV_MAX),
+            MsgFlags::empty(),
+        );
+        src.add_waiter_single(cx.waker());
+        self.ring_rx = Some(src);
         self.read_timeout.maybe_set_timer(reactor, cx.waker());
         Poll::Pending
     }
@@ -361,15 +419,16 @@ where
 {
     fn from(socket: socket2::Socket) -> Self {
         let reactor = crate::executor().reactor();
-        let mut stream = NonBufferedStream {
+        let stream = NonBufferedStream {
             reactor: Rc::downgrade(&reactor),
             stream: socket.into(),
             source_tx: None,
-            source_rx: None,
+            ring_rx: None,
+            spill: None,
+            rx_full: false,
             write_timeout: Timeout::new(reactor.register_timer()),
             read_timeout: Timeout::new(reactor.register_timer()),
         };
-        stream.init();
         GlommioStream {
             stream,
             rx_buf: NonBuffered,

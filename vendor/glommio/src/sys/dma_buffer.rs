@@ -21,10 +21,14 @@ pub(crate) struct SysAlloc {
 
 impl SysAlloc {
     fn new(size: usize) -> Option<Self> {
+        Self::with_align(size, 4096)
+    }
+
+    fn with_align(size: usize, align: usize) -> Option<Self> {
         if size == 0 {
             None
         } else {
-            let layout = Layout::from_size_align(size, 4096).unwrap();
+            let layout = Layout::from_size_align(size, align).unwrap();
             let data = unsafe { alloc::alloc::alloc(layout) };
             let data = ptr::NonNull::new(data)?;
             Some(SysAlloc { data, layout })
@@ -93,6 +97,16 @@ impl DmaBuffer {
     pub(crate) fn new(size: usize) -> Option<DmaBuffer> {
         Some(DmaBuffer {
             storage: BufferStorage::Sys(SysAlloc::new(size)?),
+            size,
+            trim: 0,
+        })
+    }
+
+    /// Prism patch: a buffer for a socket recv. Sockets need no page alignment, and a page-aligned
+    /// allocation per recv is slow in the allocator and wastes the rest of its page.
+    pub(crate) fn new_unaligned(size: usize) -> Option<DmaBuffer> {
+        Some(DmaBuffer {
+            storage: BufferStorage::Sys(SysAlloc::with_align(size, 16)?),
             size,
             trim: 0,
         })

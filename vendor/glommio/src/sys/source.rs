@@ -193,7 +193,8 @@ impl Source {
         Ref::map(self.inner.borrow(), |x| &x.timeout)
     }
 
-    pub(super) fn source_type(&self) -> Ref<'_, SourceType> {
+    // Prism patch: crate-visible so a stream can peek at what its completed ring recv brought.
+    pub(crate) fn source_type(&self) -> Ref<'_, SourceType> {
         Ref::map(self.inner.borrow(), |x| &x.source_type)
     }
 

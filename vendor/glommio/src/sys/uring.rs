@@ -389,7 +389,8 @@ fn fill_sqe<F>(
             }
 
             UringOpDescriptor::SockRecv(len, flags) => {
-                let mut buf = DmaBuffer::new(len).expect("failed to allocate buffer");
+                // Prism patch: no page alignment for socket buffers (`DmaBuffer::new_unaligned`).
+                let mut buf = DmaBuffer::new_unaligned(len).expect("failed to allocate buffer");
                 sqe.prep_recv(op.fd, buf.as_bytes_mut(), MsgFlags::from_bits_retain(flags));
 
                 source_map.peek_source_mut(from_user_data(op.user_data), |mut src| {

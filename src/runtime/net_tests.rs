@@ -1,0 +1,203 @@
+//! The socket contract Prism relies on from the shard's streams, held against the vendored glommio's
+//! ring-based reads (vendor/README.md): every byte arrives once and in order whatever the reader's buffer
+//! size, a read dropped while it waits loses nothing, and EOF and resets end a read instead of hanging it.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+
+use super::net::TcpStream;
+use super::timeout_at;
+
+/// What the peer does, step by step, once a client connected.
+enum Step {
+    Send(Vec<u8>),
+    /// Waits until the test says go, so a read can be made to wait on an empty socket first.
+    Wait,
+    /// Reads this many bytes and echoes them back.
+    Echo(usize),
+    Close,
+    Reset,
+}
+
+fn peer(steps: Vec<Step>) -> (SocketAddr, mpsc::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, gate) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        for step in steps {
+            match step {
+                Step::Send(bytes) => s.write_all(&bytes).unwrap(),
+                Step::Wait => gate.recv().unwrap(),
+                Step::Echo(n) => {
+                    let mut buf = vec![0; n];
+                    s.read_exact(&mut buf).unwrap();
+                    s.write_all(&buf).unwrap();
+                }
+                Step::Close => {
+                    let _ = s.shutdown(Shutdown::Both);
+                    return;
+                }
+                Step::Reset => {
+                    socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+                    return;
+                }
+            }
+        }
+        // Keep the socket open until the test is done with it.
+        let _ = gate.recv();
+    });
+    (addr, go)
+}
+
+fn on_shard<T>(f: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(256 << 10)
+        .make()
+        .expect("glommio executor (needs locked memory: ulimit -l 8192)")
+        .run(f)
+}
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(10)
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// Reads until EOF with reads of `chunk` bytes.
+async fn read_all(s: &mut TcpStream, chunk: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0; chunk];
+    loop {
+        let n = timeout_at(deadline(), s.read(&mut buf))
+            .await
+            .expect("read hung")
+            .unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_large_message_arrives_whole_and_in_order_for_every_read_size() {
+    let message = pattern(300_000);
+    for chunk in [1, 7, 2047, 2048, 2049, 65_536] {
+        let (addr, _go) = peer(vec![Step::Send(message.clone()), Step::Close]);
+        let got = on_shard(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            read_all(&mut s, chunk).await
+        });
+        assert_eq!(got.len(), message.len(), "read size {chunk}");
+        assert!(got == message, "bytes reordered or changed with read size {chunk}");
+    }
+}
+
+#[test]
+fn a_read_dropped_while_it_waits_loses_nothing_that_arrives_after() {
+    let (addr, go) = peer(vec![Step::Wait, Step::Send(b"late bytes".to_vec()), Step::Close]);
+    let got = on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 4096];
+        let early = timeout_at(Instant::now() + Duration::from_millis(30), s.read(&mut buf)).await;
+        assert!(early.is_err(), "nothing was sent yet, the read must still be waiting");
+        go.send(()).unwrap();
+        // A smaller buffer than the dropped read had: what its recv took must still come out in pieces.
+        read_all(&mut s, 3).await
+    });
+    assert_eq!(got, b"late bytes");
+}
+
+#[test]
+fn writes_and_reads_alternate_on_one_connection() {
+    let sizes = [1usize, 100, 2048, 5000, 70_000, 3];
+    let (addr, _go) = peer(sizes.iter().map(|&n| Step::Echo(n)).chain([Step::Close]).collect());
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        for (round, &n) in sizes.iter().enumerate() {
+            let sent = pattern(n + round);
+            let sent = &sent[round..];
+            timeout_at(deadline(), s.write_all(sent))
+                .await
+                .expect("write hung")
+                .unwrap();
+            let mut back = vec![0; n];
+            timeout_at(deadline(), s.read_exact(&mut back))
+                .await
+                .expect("read hung")
+                .unwrap();
+            assert!(back == sent, "round {round}: echo differs");
+        }
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            timeout_at(deadline(), s.read(&mut buf)).await.unwrap().unwrap(),
+            0,
+            "EOF after close"
+        );
+    });
+}
+
+#[test]
+fn eof_ends_a_waiting_read_and_every_read_after_it() {
+    let (addr, go) = peer(vec![Step::Send(b"last".to_vec()), Step::Wait, Step::Close]);
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = timeout_at(deadline(), s.read(&mut buf)).await.unwrap().unwrap();
+        assert_eq!(&buf[..n], b"last");
+        go.send(()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                timeout_at(deadline(), s.read(&mut buf))
+                    .await
+                    .expect("read hung")
+                    .unwrap(),
+                0
+            );
+        }
+    });
+}
+
+#[test]
+fn a_reset_ends_a_waiting_read_with_an_error() {
+    let (addr, go) = peer(vec![Step::Wait, Step::Reset]);
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let waiting = timeout_at(Instant::now() + Duration::from_millis(30), s.read(&mut buf)).await;
+        assert!(waiting.is_err(), "the read waits while the peer is quiet");
+        go.send(()).unwrap();
+        let out = timeout_at(deadline(), s.read(&mut buf))
+            .await
+            .expect("read hung after a reset");
+        let err = out.expect_err("a reset is an error, not data or EOF");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    });
+}
+
+#[test]
+fn a_peek_after_a_dropped_read_sees_the_bytes_that_read_took() {
+    let (addr, go) = peer(vec![Step::Wait, Step::Send(b"peeked".to_vec())]);
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let early = timeout_at(Instant::now() + Duration::from_millis(30), s.read(&mut buf)).await;
+        assert!(early.is_err());
+        go.send(()).unwrap();
+        let n = timeout_at(deadline(), s.peek(&mut buf))
+            .await
+            .expect("peek hung")
+            .unwrap();
+        assert_eq!(&buf[..n], b"peeked");
+        let n = timeout_at(deadline(), s.read(&mut buf)).await.unwrap().unwrap();
+        assert_eq!(&buf[..n], b"peeked", "peek must not consume");
+        go.send(()).unwrap();
+    });
+}
