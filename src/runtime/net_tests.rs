@@ -201,3 +201,92 @@ fn a_peek_after_a_dropped_read_sees_the_bytes_that_read_took() {
         go.send(()).unwrap();
     });
 }
+
+/// A peer that reads everything until EOF and reports what it got.
+fn sink() -> (SocketAddr, mpsc::Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let _ = tx.send(got);
+    });
+    (addr, rx)
+}
+
+fn received(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the peer never saw EOF")
+}
+
+#[test]
+fn a_stream_dropped_right_after_its_writes_still_delivers_every_byte_then_eof() {
+    // Small writes are queued on the ring and reported written at once: dropping the stream before the
+    // reactor ran must neither lose them nor close the socket under them.
+    let (addr, rx) = sink();
+    let sent: Vec<u8> = on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut sent = Vec::new();
+        for i in 0..50usize {
+            let piece = pattern(10 + i * 37);
+            s.write_all(&piece).await.unwrap();
+            sent.extend_from_slice(&piece);
+        }
+        let big = pattern(200_000);
+        s.write_all(&big).await.unwrap();
+        sent.extend_from_slice(&big);
+        s.write_all(b"tail").await.unwrap();
+        sent.extend_from_slice(b"tail");
+        drop(s);
+        sent
+    });
+    let got = received(&rx);
+    assert_eq!(got.len(), sent.len());
+    assert!(got == sent, "bytes lost or reordered");
+}
+
+#[test]
+fn close_sends_the_queued_bytes_before_the_fin() {
+    let (addr, rx) = sink();
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"answer before close").await.unwrap();
+        s.close().await.unwrap();
+        // The peer saw EOF: keep the stream alive past it, so only close could have sent the FIN.
+        let got = received(&rx);
+        assert_eq!(got, b"answer before close");
+        drop(s);
+    });
+}
+
+#[test]
+fn writes_to_a_peer_that_reset_fail_instead_of_hanging() {
+    let (addr, go) = peer(vec![Step::Wait, Step::Reset]);
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        go.send(()).unwrap();
+        // Wait for the reset to arrive: a read sees it.
+        let mut buf = [0u8; 8];
+        let _ = timeout_at(deadline(), s.read(&mut buf)).await.expect("read hung");
+        let mut failed = false;
+        for _ in 0..100 {
+            let wrote = timeout_at(deadline(), async {
+                s.write_all(&[7u8; 512]).await?;
+                s.flush().await
+            })
+            .await
+            .expect("write hung");
+            if wrote.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        let closed = timeout_at(deadline(), s.close()).await.expect("close hung");
+        assert!(
+            failed || closed.is_err(),
+            "writes to a reset socket reported success every time"
+        );
+    });
+}

@@ -442,6 +442,15 @@ impl Reactor {
         source
     }
 
+    /// Prism patch: a send queued on the ring, submitted with the reactor's next `io_uring_enter` (not
+    /// rushed: that would be a syscall of its own). `MSG_WAITALL`: the kernel completes it only when
+    /// every byte went out, or with an error.
+    pub(crate) fn queued_send(&self, fd: RawFd, buf: DmaBuffer) -> Source {
+        let source = self.new_source(fd, SourceType::SockSend(buf), None);
+        self.sys.send(&source, MsgFlags::MSG_WAITALL);
+        source
+    }
+
     pub(crate) fn rushed_send(
         &self,
         fd: RawFd,

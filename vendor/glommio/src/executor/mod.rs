@@ -1901,6 +1901,14 @@ pub async fn yield_if_needed() {
     executor().yield_if_needed().await
 }
 
+/// Prism patch: whether this thread runs an executor now, so code in a `Drop` can spawn safely.
+pub(crate) fn executor_running() -> bool {
+    #[cfg(not(feature = "native-tls"))]
+    return LOCAL_EX.is_set();
+    #[cfg(feature = "native-tls")]
+    return unsafe { !LOCAL_EX.is_null() };
+}
+
 /// Spawns a task onto the current single-threaded executor.
 ///
 /// If called from a [`LocalExecutor`], the task is spawned on it.

@@ -221,52 +221,49 @@ impl Timeout {
 /// syscall per caller buffer, as before.
 const RING_RECV_MAX: usize = 2048;
 
+/// Prism patch: writes up to this size are copied and queued on the ring; larger ones are sent directly
+/// from the caller's buffer (the copy would cost more than the syscall it saves).
+const RING_SEND_MAX: usize = 16 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct NonBufferedStream<S> {
     reactor: Weak<Reactor>,
     stream: S,
     source_tx: Option<Source>,
     // Prism patch: reads go through the ring (a `SockRecv` source) instead of a readiness poll followed
-    // by a `recv` syscall. `ring_rx` is the recv in flight or completed and not yet read; `spill` holds
-    // what a completed recv brought beyond the buffer of the read that picked it up; `rx_full` says the
-    // last read filled its buffer, so more is likely queued and a direct `recv` is tried first.
+    // by a `recv` syscall. `ring_rx` is the recv in flight, or completed and not read to its end yet;
+    // `rx_taken` is how much of a completed one reads took; `rx_full` says the last read filled its
+    // buffer, so more is likely queued and a direct `recv` is tried first.
     ring_rx: Option<Source>,
-    spill: Option<(DmaBuffer, usize, usize)>,
+    rx_taken: usize,
     rx_full: bool,
+    // Prism patch: a write queued on the ring and not known to be done (see `poll_write`).
+    ring_tx: Option<Source>,
     write_timeout: Timeout,
     read_timeout: Timeout,
 }
 
 impl<S: AsRawFd> NonBufferedStream<S> {
-    /// Prism patch: copies what a completed ring recv brought and no read took yet.
-    fn read_spill(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let (data, start, end) = self.spill.as_mut()?;
-        let n = (*end - *start).min(buf.len());
-        buf[..n].copy_from_slice(&data.as_bytes()[*start..*start + n]);
-        *start += n;
-        if *start == *end {
-            self.spill = None;
+    /// Prism patch: copies what the completed ring recv brought from `rx_taken` on; None while the
+    /// recv is in flight or when there is none. Ok(0) is EOF.
+    fn copy_ring_rx(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        let src = self.ring_rx.as_ref()?;
+        let got = match src.result()? {
+            Ok(got) => got,
+            Err(e) => return Some(Err(e)),
+        };
+        let n = (got - self.rx_taken).min(buf.len());
+        if let SourceType::SockRecv(Some(data)) = &*src.source_type() {
+            buf[..n].copy_from_slice(&data.as_bytes()[self.rx_taken..self.rx_taken + n]);
         }
-        Some(n)
+        Some(Ok(n))
     }
 
     pub(crate) fn try_peek(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
         // Prism patch: bytes a ring recv already took out of the socket come first; while one is in
         // flight the socket's queue is not where the next bytes will land.
-        if let Some((data, start, end)) = self.spill.as_ref() {
-            let n = (end - start).min(buf.len());
-            buf[..n].copy_from_slice(&data.as_bytes()[*start..*start + n]);
-            return Some(Ok(n));
-        }
-        if let Some(src) = self.ring_rx.as_ref() {
-            let n = match src.result()? {
-                Ok(n) => n.min(buf.len()),
-                Err(e) => return Some(Err(e)),
-            };
-            if let SourceType::SockRecv(Some(data)) = &*src.source_type() {
-                buf[..n].copy_from_slice(&data.as_bytes()[..n]);
-            }
-            return Some(Ok(n));
+        if self.ring_rx.is_some() {
+            return self.copy_ring_rx(buf);
         }
         super::yolo_peek(self.stream.as_raw_fd(), buf)
     }
@@ -305,32 +302,31 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         cx: &Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        if let Some(n) = self.read_spill(buf) {
-            self.rx_full = n == buf.len();
-            return Poll::Ready(Ok(n));
-        }
         let reactor = self.reactor.upgrade().unwrap();
         let reactor = reactor.as_ref();
 
         if let Some(src) = self.ring_rx.as_ref() {
-            if src.result().is_none() {
+            let Some(copied) = self.copy_ring_rx(buf) else {
                 poll_err!(self.read_timeout.check(reactor));
                 src.add_waiter_single(cx.waker());
                 self.read_timeout.maybe_set_timer(reactor, cx.waker());
                 return Poll::Pending;
-            }
-            let src = self.ring_rx.take().unwrap();
+            };
             self.read_timeout.cancel_timer(reactor);
-            let got = poll_err!(src.result().unwrap());
-            if got == 0 {
-                return Poll::Ready(Ok(0));
+            let got = src.result().and_then(|r| r.ok()).unwrap_or(0);
+            let n = match copied {
+                Ok(n) => n,
+                Err(e) => {
+                    self.ring_rx = None;
+                    return Poll::Ready(Err(e));
+                }
+            };
+            self.rx_taken += n;
+            if self.rx_taken >= got {
+                self.ring_rx = None;
+                self.rx_taken = 0;
             }
-            match src.extract_source_type() {
-                SourceType::SockRecv(Some(data)) => self.spill = Some((data, 0, got)),
-                _ => unreachable!(),
-            }
-            let n = self.read_spill(buf).unwrap_or(0);
-            self.rx_full = n == buf.len();
+            self.rx_full = n == buf.len() && n > 0;
             return Poll::Ready(Ok(n));
         }
 
@@ -356,7 +352,56 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         Poll::Pending
     }
 
+    /// Prism patch: waits until no ring write is outstanding, and reports how the last one ended.
+    fn poll_ring_tx(&mut self, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        let Some(src) = self.ring_tx.as_ref() else {
+            return Poll::Ready(Ok(()));
+        };
+        let reactor = self.reactor.upgrade().unwrap();
+        let reactor = reactor.as_ref();
+        match src.result() {
+            None => {
+                poll_err!(self.write_timeout.check(reactor));
+                src.add_waiter_single(cx.waker());
+                self.write_timeout.maybe_set_timer(reactor, cx.waker());
+                Poll::Pending
+            }
+            Some(result) => {
+                self.write_timeout.cancel_timer(reactor);
+                let src = self.ring_tx.take().unwrap();
+                let sent = poll_err!(result);
+                let queued = match &*src.source_type() {
+                    SourceType::SockSend(buf) => buf.len(),
+                    _ => unreachable!(),
+                };
+                if sent < queued {
+                    // MSG_WAITALL makes the kernel finish the write or fail it; a short count here
+                    // means bytes the caller was told were written are gone, so the stream is broken.
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "a queued socket write went out short",
+                    )));
+                }
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+
+    /// Prism patch: upstream called `send` for every write. On kernels with `MSG_WAITALL` for ring
+    /// sends (`sys::ring_sends`), a write of up to `RING_SEND_MAX` bytes is copied, queued on the ring
+    /// and reported written at once: it leaves with the reactor's next `io_uring_enter`, usually the
+    /// one that also submits the read of the answer. Bytes stay in order because a write waits until
+    /// the queued one is done; its error, if any, is returned by the next write, flush or close; a
+    /// stream dropped with one queued hands it to a task that keeps it until the kernel is done.
     pub(crate) fn poll_write(&mut self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        poll_err!(ready!(self.poll_ring_tx(cx)));
+        if sys::ring_sends() && !buf.is_empty() && buf.len() <= RING_SEND_MAX {
+            let mut copy = DmaBuffer::new_unaligned(buf.len()).expect("failed to allocate buffer");
+            copy.as_bytes_mut().copy_from_slice(buf);
+            let reactor = self.reactor.upgrade().unwrap();
+            self.ring_tx = Some(reactor.queued_send(self.stream.as_raw_fd(), copy));
+            return Poll::Ready(Ok(buf.len()));
+        }
         // On the write path, we always start with calling `yolo_send`, because
         // it is very likely to success. It could be a waste if it already timed
         // out since the last `poll_write`, but it would not cost much more to
@@ -388,7 +433,19 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         Poll::Pending
     }
 
-    pub(crate) fn poll_close(&mut self, _: &Context<'_>) -> Poll<io::Result<()>> {
+    /// Prism patch: a flush does not wait for a queued write (that would cost a reactor turn per
+    /// answer); it reports the error of one that already failed.
+    pub(crate) fn poll_flush(&mut self, _cx: &Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(Some(Err(_))) = self.ring_tx.as_ref().map(|src| src.result()) {
+            let err = self.ring_tx.take().unwrap().result().unwrap().unwrap_err();
+            return Poll::Ready(Err(err));
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    pub(crate) fn poll_close(&mut self, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        // Prism patch: the FIN goes after the queued write, not before it.
+        poll_err!(ready!(self.poll_ring_tx(cx)));
         self.source_tx.take();
         Poll::Ready(sys::shutdown(self.stream.as_raw_fd(), Shutdown::Write))
     }
@@ -399,10 +456,46 @@ impl<S: AsRawFd> NonBufferedStream<S> {
     /// we'll sync-emulate this but already on an async wrapper
     pub(crate) fn poll_shutdown(
         &self,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         how: Shutdown,
     ) -> Poll<io::Result<()>> {
+        // Prism patch: shutting the write side waits for a queued write, as close does.
+        if how != Shutdown::Read {
+            if let Some(src) = self.ring_tx.as_ref() {
+                if src.result().is_none() {
+                    src.add_waiter_single(cx.waker());
+                    return Poll::Pending;
+                }
+            }
+        }
         Poll::Ready(sys::shutdown(self.stream.as_raw_fd(), how))
+    }
+}
+
+/// Prism patch: a write queued on the ring must reach the kernel before the socket closes: the fd number
+/// is only resolved at submission, so closing first could aim it at a reused fd. The main ring is
+/// submitted now, which nearly always completes the write at once. A write the kernel took but has not
+/// finished (socket buffer full) is kept by a task until it has, because dropping an in-flight source
+/// cancels it; the kernel holds the file meanwhile, so the close that follows sends the FIN after the
+/// bytes. Only if the ring could not be submitted (in use further up the stack) is the write withdrawn
+/// unsent, as upstream withdraws any queued source that is dropped.
+impl<S> Drop for NonBufferedStream<S> {
+    fn drop(&mut self) {
+        let Some(src) = self.ring_tx.take() else {
+            return;
+        };
+        if src.result().is_some() {
+            return;
+        }
+        if let Some(reactor) = self.reactor.upgrade() {
+            reactor.sys.submit_main_now();
+            if src.result().is_none() && src.is_dispatched() && crate::executor::executor_running() {
+                crate::spawn_local(async move {
+                    let _ = src.collect_rw().await;
+                })
+                .detach();
+            }
+        }
     }
 }
 
@@ -424,8 +517,9 @@ where
             stream: socket.into(),
             source_tx: None,
             ring_rx: None,
-            spill: None,
+            rx_taken: 0,
             rx_full: false,
+            ring_tx: None,
             write_timeout: Timeout::new(reactor.register_timer()),
             read_timeout: Timeout::new(reactor.register_timer()),
         };
@@ -520,8 +614,8 @@ impl<S: AsRawFd, B: RxBuf> GlommioStream<S, B> {
         self.stream.poll_write(cx, buf)
     }
 
-    pub(crate) fn poll_flush(&self, _cx: &Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    pub(crate) fn poll_flush(&mut self, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        self.stream.poll_flush(cx)
     }
 
     pub(crate) fn poll_close(&mut self, cx: &Context<'_>) -> Poll<io::Result<()>> {

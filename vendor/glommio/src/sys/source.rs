@@ -288,6 +288,14 @@ impl Source {
         self.inner.borrow_mut().wakers.waiters.push(waker)
     }
 
+    /// Prism patch: whether the kernel has seen this source's request (it left the submission queue).
+    pub(crate) fn is_dispatched(&self) -> bool {
+        matches!(
+            self.inner.borrow().enqueued.as_ref().map(|e| &e.status),
+            Some(EnqueuedStatus::Dispatched)
+        )
+    }
+
     pub(super) fn is_installed(&self) -> Option<bool> {
         match &self.inner.borrow().source_type {
             SourceType::ForeignNotifier(_, installed) => Some(*installed),

@@ -261,6 +261,15 @@ lazy_static! {
     static ref IO_URING_RECENT_ENOUGH: bool = check_supported_operations(GLOMMIO_URING_OPS);
 }
 
+/// Prism patch: set once a ring accepted `COOP_TASKRUN`, that is on Linux 5.19 or later, where a socket
+/// send with `MSG_WAITALL` through the ring is retried by the kernel until every byte went out. Streams
+/// then queue small writes on the ring instead of calling `send` (net/stream.rs).
+pub(crate) static RING_SENDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn ring_sends() -> bool {
+    RING_SENDS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn fill_sqe<F>(
     sqe: &mut iou::SQE<'_>,
     op: &UringDescriptor,
@@ -919,7 +928,11 @@ impl SleepableRing {
             iou::SetupFeatures::empty(),
         ) {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => iou::IoUring::new(size as _)?,
-            other => other?,
+            other => {
+                let ring = other?;
+                RING_SENDS.store(true, std::sync::atomic::Ordering::Relaxed);
+                ring
+            }
         };
         Ok(SleepableRing {
             ring,
@@ -1765,6 +1778,14 @@ impl Reactor {
         self.latency_ring.borrow_mut().poll(woke)?;
         *woke += self.flush_syscall_thread();
         Ok(())
+    }
+
+    /// Prism patch: submits what the main ring has queued now, unless that ring is in use further up
+    /// the stack (then the reactor's next turn submits it). For a stream's last write, from its `Drop`.
+    pub(crate) fn submit_main_now(&self) {
+        if let Ok(mut ring) = self.main_ring.try_borrow_mut() {
+            let _ = ring.poll(&mut 0);
+        }
     }
 
     pub(crate) fn rush_dispatch(&self, src: &Source, woke: &mut usize) -> io::Result<()> {
