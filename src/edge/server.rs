@@ -54,15 +54,19 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                         let _guard = guard;
                         match &shard.tls {
                             None => Connection::new(stream, &shard).run().await,
+                            // Boxed so a plain connection's task does not carry the TLS state's size.
                             Some(tls) => {
-                                let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
-                                let until =
-                                    Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
-                                match timeout_at(until, acceptor.accept(stream)).await {
-                                    Ok(Ok(tls_stream)) => Connection::new(tls_stream, &shard).run().await,
-                                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                                }
+                                Box::pin(async {
+                                    let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
+                                    let until =
+                                        Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
+                                    match timeout_at(until, acceptor.accept(stream)).await {
+                                        Ok(Ok(tls_stream)) => Connection::new(tls_stream, &shard).run().await,
+                                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                                    }
+                                })
+                                .await
                             }
                         }
                     });
@@ -179,11 +183,22 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 }
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
-            let keep_alive = self.respond(&head, &body, keep_alive).await && keep_alive;
+            // Boxed: answering takes a 14 KiB future, and inline it would be part of every connection's
+            // task for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken
+            // per request and given back after, as the buffers are.
+            let keep_alive = Box::pin(self.respond(&head, &body, keep_alive)).await && keep_alive;
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
-                super::ws::serve_client(stream, shard, &up.gen.networks[up.route], up.caller, key).await;
+                // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
+                Box::pin(super::ws::serve_client(
+                    stream,
+                    shard,
+                    &up.gen.networks[up.route],
+                    up.caller,
+                    key,
+                ))
+                .await;
                 return;
             }
             // Give memory back after an unusually large request or answer, so idle connections stay small.

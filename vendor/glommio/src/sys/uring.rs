@@ -1999,10 +1999,12 @@ impl Reactor {
                 PollableStatus::Pollable => self.poll_ring.borrow_mut(),
                 PollableStatus::NonPollable(_) => self.main_ring.borrow_mut(),
             },
-            SourceType::SockRecv(_)
-            | SourceType::SockRecvMsg(_, _, _, _)
-            | SourceType::Accept(_)
-            | SourceType::Connect(_) => self.latency_ring.borrow_mut(),
+            // Prism patch: stream reads are ring recvs now (net/stream.rs), one per read, so they go to
+            // the main ring with the sends and polls: a turn that writes a request and reads its answer
+            // then submits both in one io_uring_enter instead of one per ring.
+            SourceType::SockRecvMsg(_, _, _, _) | SourceType::Accept(_) | SourceType::Connect(_) => {
+                self.latency_ring.borrow_mut()
+            }
             SourceType::Invalid => {
                 unreachable!("called ring_for_source on invalid source")
             }
