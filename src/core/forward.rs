@@ -466,12 +466,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             hedge,
         };
         let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
-        let primary = self.ex.post(route, i, body, deadline, !self.write);
+        // Pinned once, so every path awaits the same slot of this future's state (moving it into a pin
+        // later gave it two), and the hedge is boxed: it is rare, and inline it would add a whole post's
+        // state to every call's future and so to every connection's answer (server.rs boxes that per
+        // request, a copy as large as the future).
+        let mut primary = std::pin::pin!(self.ex.post(route, i, body, deadline, !self.write));
         let Some(late) = self.hedge_delay(i) else {
             return done(i, started, primary.await, None);
         };
         route.hedge_budget.earn(route.hedge.per_attempt);
-        let mut primary = std::pin::pin!(primary);
         let early = futures_lite::future::or(async { Some(primary.as_mut().await) }, async {
             self.ex.sleep(late.after).await;
             None
@@ -486,7 +489,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         };
         let hedge_started = self.ex.now();
         let _hedge_guard = super::route::InFlightGuard::new(&route.upstreams[j], self.ex.now_ms());
-        let mut hedge = std::pin::pin!(self.ex.post(route, j, body, deadline, true));
+        let mut hedge = Box::pin(self.ex.post(route, j, body, deadline, true));
         let first = futures_lite::future::or(async { (false, primary.as_mut().await) }, async {
             (true, hedge.as_mut().await)
         })

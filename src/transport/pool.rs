@@ -249,12 +249,15 @@ impl UpstreamPool {
     async fn connect(&self, deadline: Instant) -> Result<Conn, TransportError> {
         let start = self.next_addr.get();
         self.next_addr.set(start.wrapping_add(1));
-        let stream = super::dial::dial(
+        // Boxed: dialing (TCP connect, then the TLS handshake) is a 3 KB future, and inline it would be
+        // carried by every call's future (and, through the answer's future, a connection's task) though
+        // few calls open a connection.
+        let stream = Box::pin(super::dial::dial(
             &self.addrs,
             start,
             self.tls.as_ref(),
             deadline.min(Instant::now() + self.settings.connect_timeout),
-        )
+        ))
         .await?;
         Ok(Conn::new(stream))
     }
