@@ -18,6 +18,17 @@ pub mod net {
     pub use glommio::net::{TcpListener, TcpStream};
 }
 
+/// Runs `f` to completion on a fresh executor, for tests that need real shard sockets and timers (small
+/// registered-buffer memory: tests run under `ulimit -l 8192`).
+#[cfg(test)]
+pub fn test_shard<T>(f: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(256 << 10)
+        .make()
+        .expect("glommio executor (needs locked memory: ulimit -l 8192)")
+        .run(f)
+}
+
 /// Runs a future as a detached task on the current shard.
 pub fn spawn<T: 'static>(future: impl std::future::Future<Output = T> + 'static) {
     glommio::spawn_local(future).detach();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 
 use super::net::TcpStream;
-use super::timeout_at;
+use super::{test_shard as on_shard, timeout_at};
 
 /// What the peer does, step by step, once a client connected.
 enum Step {
@@ -52,14 +52,6 @@ fn peer(steps: Vec<Step>) -> (SocketAddr, mpsc::Sender<()>) {
         let _ = gate.recv();
     });
     (addr, go)
-}
-
-fn on_shard<T>(f: impl std::future::Future<Output = T>) -> T {
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(256 << 10)
-        .make()
-        .expect("glommio executor (needs locked memory: ulimit -l 8192)")
-        .run(f)
 }
 
 fn deadline() -> Instant {

@@ -200,14 +200,7 @@ fn pool(server: &Server, settings: PoolSettings) -> Rc<UpstreamPool> {
     Rc::new(UpstreamPool::new(endpoint, Arc::from(vec![server.addr]), None, settings).unwrap())
 }
 
-/// Runs `f` on a fresh glommio executor (small registered-buffer memory: tests run under `ulimit -l 8192`).
-fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(256 << 10)
-        .make()
-        .expect("glommio executor (needs locked memory: ulimit -l 8192)")
-        .run(f)
-}
+use crate::runtime::test_shard as run;
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)

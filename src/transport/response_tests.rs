@@ -184,19 +184,15 @@ fn serve(pieces: Vec<Vec<u8>>, close: bool) -> SocketAddr {
 /// Reads one response from a server that sends `pieces`: the result and how many bytes were left unread.
 fn read(pieces: Vec<Vec<u8>>, close: bool, max: usize) -> (Result<UpstreamResponse, TransportError>, usize) {
     let addr = serve(pieces, close);
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(256 << 10)
-        .make()
-        .expect("glommio executor (needs locked memory: ulimit -l 8192)")
-        .run(async move {
-            let tcp = crate::runtime::net::TcpStream::connect(addr).await.unwrap();
-            let mut conn = Conn::new(Stream::Plain(tcp));
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            let out = crate::runtime::timeout_at(deadline, read_response(&mut conn, max))
-                .await
-                .expect("read_response hung");
-            (out, conn.buf.len())
-        })
+    crate::runtime::test_shard(async move {
+        let tcp = crate::runtime::net::TcpStream::connect(addr).await.unwrap();
+        let mut conn = Conn::new(Stream::Plain(tcp));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let out = crate::runtime::timeout_at(deadline, read_response(&mut conn, max))
+            .await
+            .expect("read_response hung");
+        (out, conn.buf.len())
+    })
 }
 
 /// `raw` in pieces of `n` bytes.
