@@ -183,9 +183,10 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 }
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
-            // Boxed: answering takes a 14 KiB future, and inline it would be part of every connection's
-            // task for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken
-            // per request and given back after, as the buffers are.
+            // Boxed: answering takes a 5 KB future, and inline it would be part of every connection's task
+            // for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken per
+            // request and given back after, as the buffers are. The box copies the whole future in, so keep
+            // rare paths boxed below it (dial, the hedge): -Zprint-type-sizes shows the sizes.
             let keep_alive = Box::pin(self.respond(&head, &body, keep_alive)).await && keep_alive;
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
