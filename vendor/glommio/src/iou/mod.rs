@@ -95,6 +95,9 @@ bitflags::bitflags! {
         /// Prism patch: completions do not interrupt the task with an IPI; their task work runs at the
         /// next kernel/user transition (Linux 5.19+, `IORING_SETUP_COOP_TASKRUN`).
         const COOP_TASKRUN = 1 << 8;
+        /// Prism patch: with COOP_TASKRUN, the kernel sets `IORING_SQ_TASKRUN` in the SQ flags while
+        /// completions wait for this thread to enter the kernel (Linux 5.19+, `IORING_SETUP_TASKRUN_FLAG`).
+        const TASKRUN_FLAG = 1 << 9;
     }
 }
 

@@ -703,7 +703,12 @@ pub(crate) trait UringCommon {
         self.consume_sqe_queue(&mut queue.submissions, true)
     }
 
+    /// Prism patch: runs completions the kernel holds as task work for this thread (COOP_TASKRUN), so
+    /// they are in the completion queue before it is read. A no-op unless the kernel flagged some.
+    fn flush_task_work(&mut self) {}
+
     fn consume_completion_queue(&mut self, woke: &mut usize) -> usize {
+        self.flush_task_work();
         let mut completed = 0;
         loop {
             match self.consume_one_event() {
@@ -922,9 +927,13 @@ impl SleepableRing {
         // work runs at this thread's next kernel entry instead, and the reactor enters the kernel every turn
         // (submissions, and always before it sleeps), so nothing waits longer than a turn. Kernels before
         // 5.19 refuse the flag with EINVAL: the ring is then set up as upstream does.
+        // TASKRUN_FLAG (same kernels) makes the deferred work visible: `flush_task_work` enters the kernel
+        // for it when a turn looks for completions. Without it a reactor spinning before it parks
+        // (`spin_before_park`, pinned executors only) would not see completions until it gave up and
+        // slept: every wait would last the whole spin.
         let ring = match iou::IoUring::new_with_flags(
             size as _,
-            iou::SetupFlags::COOP_TASKRUN,
+            iou::SetupFlags::COOP_TASKRUN | iou::SetupFlags::TASKRUN_FLAG,
             iou::SetupFeatures::empty(),
         ) {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => iou::IoUring::new(size as _)?,
@@ -1157,6 +1166,25 @@ impl UringCommon for SleepableRing {
 
     fn may_rush(&self) -> bool {
         false
+    }
+
+    fn flush_task_work(&mut self) {
+        let raw = self.ring.raw();
+        // SAFETY: kflags points into the SQ ring the kernel shares with us for the ring's lifetime; the
+        // kernel updates it concurrently, hence the volatile read.
+        let flags = unsafe { std::ptr::read_volatile(raw.sq.kflags) };
+        if flags & uring_sys::IORING_SQ_TASKRUN != 0 {
+            // SAFETY: a GETEVENTS enter on our own ring fd that submits nothing and waits for nothing.
+            unsafe {
+                uring_sys::syscalls::io_uring_enter(
+                    raw.ring_fd,
+                    0,
+                    0,
+                    uring_sys::IORING_ENTER_GETEVENTS,
+                    std::ptr::null(),
+                );
+            }
+        }
     }
 
     fn needs_kernel_enter(&self) -> bool {
