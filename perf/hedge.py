@@ -10,7 +10,6 @@ Usage: [HEDGE_BUDGET=5] hedge.py PRISM_BIN [RATE] [SECONDS] [SLOW_MS] [FRACTION]
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ import threading
 import time
 import urllib.request
 
-from loopback import free_port
+from loopback import free_port, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # [policy.hedge] budget_percent of the hedged run (HEDGE_BUDGET, default the config default, 5).
@@ -133,12 +132,7 @@ def main():
             procs.append(subprocess.Popen(args))
             ups.append(port)
         for port in ups:  # wait until each upstream accepts
-            for _ in range(200):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            wait_port(port)
         for hedge_on in (False, True):
             print(json.dumps(run(prism_bin, ups, hedge_on, rate, seconds, work)), flush=True)
     finally:

@@ -244,9 +244,9 @@ pub(crate) struct NonBufferedStream<S> {
 }
 
 impl<S: AsRawFd> NonBufferedStream<S> {
-    /// Prism patch: copies what the completed ring recv brought from `rx_taken` on; None while the
-    /// recv is in flight or when there is none. Ok(0) is EOF.
-    fn copy_ring_rx(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+    /// Prism patch: copies what the completed ring recv brought from `rx_taken` on, and says how much it
+    /// brought; None while the recv is in flight or when there is none. Ok((0, 0)) is EOF.
+    fn copy_ring_rx(&self, buf: &mut [u8]) -> Option<io::Result<(usize, usize)>> {
         let src = self.ring_rx.as_ref()?;
         let got = match src.result()? {
             Ok(got) => got,
@@ -256,14 +256,14 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         if let SourceType::SockRecv(Some(data)) = &*src.source_type() {
             buf[..n].copy_from_slice(&data.as_bytes()[self.rx_taken..self.rx_taken + n]);
         }
-        Some(Ok(n))
+        Some(Ok((n, got)))
     }
 
     pub(crate) fn try_peek(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
         // Prism patch: bytes a ring recv already took out of the socket come first; while one is in
         // flight the socket's queue is not where the next bytes will land.
         if self.ring_rx.is_some() {
-            return self.copy_ring_rx(buf);
+            return self.copy_ring_rx(buf).map(|r| r.map(|(n, _)| n));
         }
         super::yolo_peek(self.stream.as_raw_fd(), buf)
     }
@@ -313,9 +313,8 @@ impl<S: AsRawFd> NonBufferedStream<S> {
                 return Poll::Pending;
             };
             self.read_timeout.cancel_timer(reactor);
-            let got = src.result().and_then(|r| r.ok()).unwrap_or(0);
-            let n = match copied {
-                Ok(n) => n,
+            let (n, got) = match copied {
+                Ok(copied) => copied,
                 Err(e) => {
                     self.ring_rx = None;
                     return Poll::Ready(Err(e));
@@ -436,8 +435,8 @@ impl<S: AsRawFd> NonBufferedStream<S> {
     /// Prism patch: a flush does not wait for a queued write (that would cost a reactor turn per
     /// answer); it reports the error of one that already failed.
     pub(crate) fn poll_flush(&mut self, _cx: &Context<'_>) -> Poll<io::Result<()>> {
-        if let Some(Some(Err(_))) = self.ring_tx.as_ref().map(|src| src.result()) {
-            let err = self.ring_tx.take().unwrap().result().unwrap().unwrap_err();
+        if let Some(Some(Err(err))) = self.ring_tx.as_ref().map(|src| src.result()) {
+            self.ring_tx = None;
             return Poll::Ready(Err(err));
         }
         Poll::Ready(Ok(()))

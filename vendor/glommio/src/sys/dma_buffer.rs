@@ -95,21 +95,13 @@ pub struct DmaBuffer {
 
 impl DmaBuffer {
     pub(crate) fn new(size: usize) -> Option<DmaBuffer> {
-        Some(DmaBuffer {
-            storage: BufferStorage::Sys(SysAlloc::new(size)?),
-            size,
-            trim: 0,
-        })
+        Some(Self::with_storage(size, BufferStorage::Sys(SysAlloc::new(size)?)))
     }
 
     /// Prism patch: a buffer for a socket recv. Sockets need no page alignment, and a page-aligned
     /// allocation per recv is slow in the allocator and wastes the rest of its page.
     pub(crate) fn new_unaligned(size: usize) -> Option<DmaBuffer> {
-        Some(DmaBuffer {
-            storage: BufferStorage::Sys(SysAlloc::with_align(size, 16)?),
-            size,
-            trim: 0,
-        })
+        Some(Self::with_storage(size, BufferStorage::Sys(SysAlloc::with_align(size, 16)?)))
     }
 
     pub(crate) fn with_storage(size: usize, storage: BufferStorage) -> DmaBuffer {
