@@ -537,6 +537,17 @@ impl Reactor {
         Ok(source)
     }
 
+    /// Prism patch: a recv of up to `size` bytes (at most a provided buffer's length) that takes its
+    /// buffer from the provided ring only when bytes arrive; None when the kernel has no such ring.
+    pub(crate) fn recv_provided(&self, fd: RawFd, size: usize) -> Option<Source> {
+        let ring = self.sys.buf_ring()?.clone();
+        let size = size.min(ring.buf_len());
+        let recv = crate::sys::buf_ring::ProvidedRecv { ring, bid: None };
+        let source = self.new_source(fd, SourceType::SockRecvProvided(recv), None);
+        self.sys.recv_provided(&source, size, MsgFlags::empty());
+        Some(source)
+    }
+
     pub(crate) fn recv(&self, fd: RawFd, size: usize, flags: MsgFlags) -> Source {
         let source = self.new_source(fd, SourceType::SockRecv(None), None);
         self.sys.recv(&source, size, flags);

@@ -21,7 +21,7 @@ impl CQE {
         CQE {
             user_data: cqe.user_data,
             res: cqe.res,
-            flags: CompletionFlags::from_bits_truncate(cqe.flags),
+            flags: CompletionFlags::from_bits_retain(cqe.flags),
         }
     }
 
@@ -39,7 +39,9 @@ impl CQE {
     ) -> CQE {
         let user_data = cqe.user_data;
         let res = cqe.res;
-        let flags = CompletionFlags::from_bits_truncate(cqe.flags);
+        // Prism patch: all the flags are kept: a provided-buffer completion names its buffer in the
+        // upper 16 bits (sys/buf_ring.rs).
+        let flags = CompletionFlags::from_bits_retain(cqe.flags);
 
         unsafe {
             uring_sys::io_uring_cqe_seen(ring.as_ptr(), cqe);

@@ -237,8 +237,12 @@ pub(crate) struct NonBufferedStream<S> {
     ring_rx: Option<Source>,
     rx_taken: usize,
     rx_full: bool,
+    // Prism patch: the last ring recv found no provided buffer left; the next one brings its own.
+    rx_starved: bool,
     // Prism patch: a write queued on the ring and not known to be done (see `poll_write`).
     ring_tx: Option<Source>,
+    // Prism patch: how many bytes that write queued (its buffer is freed when it completes).
+    tx_len: usize,
     write_timeout: Timeout,
     read_timeout: Timeout,
 }
@@ -253,16 +257,31 @@ impl<S: AsRawFd> NonBufferedStream<S> {
             Err(e) => return Some(Err(e)),
         };
         let n = (got - self.rx_taken).min(buf.len());
-        if let SourceType::SockRecv(Some(data)) = &*src.source_type() {
-            buf[..n].copy_from_slice(&data.as_bytes()[self.rx_taken..self.rx_taken + n]);
+        match &*src.source_type() {
+            SourceType::SockRecv(Some(data)) => {
+                buf[..n].copy_from_slice(&data.as_bytes()[self.rx_taken..self.rx_taken + n]);
+            }
+            SourceType::SockRecvProvided(recv) => {
+                buf[..n].copy_from_slice(&recv.bytes(got)[self.rx_taken..self.rx_taken + n]);
+            }
+            _ => {}
         }
         Some(Ok((n, got)))
+    }
+
+    /// Prism patch: the ring recv found the provided buffers all taken (ENOBUFS): it took no bytes, and
+    /// the socket's queue is where they are.
+    fn ring_rx_starved(&self) -> bool {
+        matches!(
+            self.ring_rx.as_ref().and_then(|src| src.result()),
+            Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS)
+        )
     }
 
     pub(crate) fn try_peek(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
         // Prism patch: bytes a ring recv already took out of the socket come first; while one is in
         // flight the socket's queue is not where the next bytes will land.
-        if self.ring_rx.is_some() {
+        if self.ring_rx.is_some() && !self.ring_rx_starved() {
             return self.copy_ring_rx(buf).map(|r| r.map(|(n, _)| n));
         }
         super::yolo_peek(self.stream.as_raw_fd(), buf)
@@ -271,8 +290,9 @@ impl<S: AsRawFd> NonBufferedStream<S> {
     pub(crate) async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         // Prism patch: a peek behind a ring recv in flight waits for that recv, not for more bytes.
         if let Some(src) = self.ring_rx.as_ref() {
-            src.collect_rw().await?;
-            return self.try_peek(buf).unwrap_or(Ok(0));
+            if src.collect_rw().await.is_ok() || !self.ring_rx_starved() {
+                return self.try_peek(buf).unwrap_or(Ok(0));
+            }
         }
         let source = self.reactor.upgrade().unwrap().recv(
             self.stream.as_raw_fd(),
@@ -305,6 +325,11 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         let reactor = self.reactor.upgrade().unwrap();
         let reactor = reactor.as_ref();
 
+        if self.ring_rx_starved() {
+            // No bytes taken: read them with a buffer of this stream's own (below).
+            self.ring_rx = None;
+            self.rx_starved = true;
+        }
         if let Some(src) = self.ring_rx.as_ref() {
             let Some(copied) = self.copy_ring_rx(buf) else {
                 poll_err!(self.read_timeout.check(reactor));
@@ -340,15 +365,32 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         self.rx_full = false;
 
         poll_err!(self.read_timeout.check(reactor));
-        let src = reactor.recv(
-            self.stream.as_raw_fd(),
-            buf.len().min(RING_RECV_MAX),
-            MsgFlags::empty(),
-        );
+        self.reap_ring_tx();
+        let fd = self.stream.as_raw_fd();
+        let len = buf.len().min(RING_RECV_MAX);
+        // The recv takes a provided buffer when bytes arrive, so a connection waiting for its next
+        // request holds none. Only right after the provided ones ran out does it bring its own.
+        let provided = match std::mem::take(&mut self.rx_starved) {
+            false => reactor.recv_provided(fd, len),
+            true => None,
+        };
+        let src = provided.unwrap_or_else(|| reactor.recv(fd, len, MsgFlags::empty()));
         src.add_waiter_single(cx.waker());
         self.ring_rx = Some(src);
         self.read_timeout.maybe_set_timer(reactor, cx.waker());
         Poll::Pending
+    }
+
+    /// Prism patch: lets go of a queued write the kernel finished whole, with its copy of the bytes, so a
+    /// connection that answered and now waits for its next request holds neither. One that failed or went
+    /// out short is kept: the next write, flush or close reports it.
+    fn reap_ring_tx(&mut self) {
+        let Some(src) = self.ring_tx.as_ref() else {
+            return;
+        };
+        if matches!(src.result(), Some(Ok(sent)) if sent >= self.tx_len) {
+            self.ring_tx = None;
+        }
     }
 
     /// Prism patch: waits until no ring write is outstanding, and reports how the last one ended.
@@ -367,13 +409,9 @@ impl<S: AsRawFd> NonBufferedStream<S> {
             }
             Some(result) => {
                 self.write_timeout.cancel_timer(reactor);
-                let src = self.ring_tx.take().unwrap();
+                self.ring_tx = None;
                 let sent = poll_err!(result);
-                let queued = match &*src.source_type() {
-                    SourceType::SockSend(buf) => buf.len(),
-                    _ => unreachable!(),
-                };
-                if sent < queued {
+                if sent < self.tx_len {
                     // MSG_WAITALL makes the kernel finish the write or fail it; a short count here
                     // means bytes the caller was told were written are gone, so the stream is broken.
                     return Poll::Ready(Err(io::Error::new(
@@ -399,6 +437,7 @@ impl<S: AsRawFd> NonBufferedStream<S> {
             copy.as_bytes_mut().copy_from_slice(buf);
             let reactor = self.reactor.upgrade().unwrap();
             self.ring_tx = Some(reactor.queued_send(self.stream.as_raw_fd(), copy));
+            self.tx_len = buf.len();
             return Poll::Ready(Ok(buf.len()));
         }
         // On the write path, we always start with calling `yolo_send`, because
@@ -518,6 +557,8 @@ where
             ring_rx: None,
             rx_taken: 0,
             rx_full: false,
+            rx_starved: false,
+            tx_len: 0,
             ring_tx: None,
             write_timeout: Timeout::new(reactor.register_timer()),
             read_timeout: Timeout::new(reactor.register_timer()),

@@ -171,6 +171,8 @@ pub(crate) fn sendmsg_syscall(
     syscall!(sendmsg(fd, &hdr, flags)).map(|x| x as usize)
 }
 
+// Prism patch: provided buffers for stream recvs.
+pub(crate) mod buf_ring;
 mod dma_buffer;
 mod membarrier;
 pub(crate) mod source;

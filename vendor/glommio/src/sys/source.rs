@@ -34,7 +34,11 @@ pub(crate) enum SourceType {
     Read(PollableStatus, Option<IoBuffer>),
     PollAdd,
     SockSend(DmaBuffer),
+    // Prism patch: a send the kernel finished; its bytes were freed at completion (sys/uring.rs).
+    SockSendDone,
     SockRecv(Option<DmaBuffer>),
+    // Prism patch: a recv into a buffer the kernel picks from the provided ring (sys/buf_ring.rs).
+    SockRecvProvided(super::buf_ring::ProvidedRecv),
     SockRecvMsg(
         Option<DmaBuffer>,
         libc::iovec,

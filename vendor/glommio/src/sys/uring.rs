@@ -76,6 +76,8 @@ enum UringOpDescriptor {
     SockSend(*const u8, usize, i32),
     SockSendMsg(*mut libc::msghdr, i32),
     SockRecv(usize, i32),
+    // Prism patch: a recv of at most this many bytes into a buffer of the provided group.
+    SockRecvProvided(usize, i32),
     SockRecvMsg(usize, i32),
     Nop,
 }
@@ -412,6 +414,19 @@ fn fill_sqe<F>(
                 });
             }
 
+            UringOpDescriptor::SockRecvProvided(len, flags) => {
+                // Prism patch: no buffer here; the kernel takes one from the group when bytes arrive.
+                uring_sys::io_uring_prep_recv(
+                    sqe.raw_mut(),
+                    op.fd,
+                    ptr::null_mut(),
+                    len,
+                    flags,
+                );
+                sqe.raw_mut().buf_index.buf_index.index_or_group = super::buf_ring::RECV_GROUP;
+                sqe.set_flags(SubmissionFlags::BUFFER_SELECT);
+            }
+
             UringOpDescriptor::SockRecvMsg(len, flags) => {
                 let mut buf = DmaBuffer::new(len).expect("failed to allocate buffer");
                 source_map.peek_source_mut(from_user_data(op.user_data), |mut src| {
@@ -564,17 +579,35 @@ where
 
         let result = value.result();
 
+        // Prism patch: a completion that took a provided buffer says which; the source owns it from
+        // here on and gives it back to the ring when dropped.
+        let flags = value.raw_flags();
+        if flags & IORING_CQE_F_BUFFER != 0 {
+            if let SourceType::SockRecvProvided(recv) = &mut src.borrow_mut().source_type {
+                recv.bid = Some((flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+            }
+        }
+
         let mut woke = false;
         if try_process(src.borrow()).is_none() {
             let res = Some(post_process(src.borrow_mut(), transmute_error(result)));
             let mut inner_source = src.borrow_mut();
             inner_source.wakers.result = res;
+            // Prism patch: the kernel is done with a send's bytes. Free them now rather than when the
+            // source is dropped: a stream keeps its last queued write until it next writes or reads
+            // (net/stream.rs), which for a connection gone idle after its answer may be much later.
+            if matches!(inner_source.source_type, SourceType::SockSend(_)) {
+                inner_source.source_type = SourceType::SockSendDone;
+            }
             woke = inner_source.wakers.wake_waiters();
         }
         return Some(woke);
     }
     None
 }
+
+const IORING_CQE_F_BUFFER: u32 = 1;
+const IORING_CQE_BUFFER_SHIFT: u32 = 16;
 
 type SourceMap = FreeList<Pin<Rc<RefCell<InnerSource>>>>;
 pub(crate) type SourceId = Idx<Pin<Rc<RefCell<InnerSource>>>>;
@@ -1277,6 +1310,13 @@ impl UringCommon for SleepableRing {
     }
 }
 
+/// Prism patch: how many provided buffers a reactor registers, and their size. Buffers are held only from
+/// a recv's completion until its task has copied the bytes out, so this bounds reads completing in one
+/// turn, not connections; a recv that finds none left fails with ENOBUFS and the stream reads into a
+/// buffer of its own instead (net/stream.rs).
+const PROVIDED_BUFFERS: u16 = 256;
+const PROVIDED_BUFFER_LEN: usize = 2048;
+
 pub(crate) struct Reactor {
     // FIXME: it is starting to feel we should clean this up to a Inner pattern
     main_ring: RefCell<SleepableRing>,
@@ -1298,6 +1338,8 @@ pub(crate) struct Reactor {
     // completed if this reactor is woken up from another one
     eventfd_src: Source,
     source_map: Rc<RefCell<SourceMap>>,
+    // Prism patch: provided buffers for stream recvs, registered on the main ring (sys/buf_ring.rs).
+    buf_ring: Option<Rc<super::buf_ring::BufRing>>,
 
     blocking_thread: BlockingThreadPool,
 
@@ -1398,6 +1440,20 @@ impl Reactor {
             },
         }
 
+        // Prism patch: stream recvs take buffers from a provided ring when the kernel has them (5.19+);
+        // otherwise each recv brings its own, as before.
+        let buf_ring = match super::buf_ring::BufRing::register(
+            main_ring.ring_fd(),
+            PROVIDED_BUFFERS,
+            PROVIDED_BUFFER_LEN,
+        ) {
+            Ok(ring) => Some(Rc::new(ring)),
+            Err(e) => {
+                log::debug!("no provided buffers for socket reads: {e}");
+                None
+            }
+        };
+
         let link_fd = latency_ring.ring_fd();
 
         let eventfd_src = Source::new(
@@ -1423,6 +1479,7 @@ impl Reactor {
             notifier,
             eventfd_src,
             source_map,
+            buf_ring,
             rings_depth: ring_depth,
         })
     }
@@ -1558,6 +1615,22 @@ impl Reactor {
 
     pub(crate) fn recv(&self, source: &Source, len: usize, flags: MsgFlags) {
         let op = UringOpDescriptor::SockRecv(len, flags.bits());
+        queue_request_into_ring(
+            &mut *self.ring_for_source(source),
+            source,
+            op,
+            &mut self.source_map.borrow_mut(),
+        );
+    }
+
+    /// Prism patch: the provided buffers stream recvs can use; None on kernels without them.
+    pub(crate) fn buf_ring(&self) -> Option<&Rc<super::buf_ring::BufRing>> {
+        self.buf_ring.as_ref()
+    }
+
+    /// Prism patch: queues a recv of up to `len` bytes into a provided buffer (see sys/buf_ring.rs).
+    pub(crate) fn recv_provided(&self, source: &Source, len: usize, flags: MsgFlags) {
+        let op = UringOpDescriptor::SockRecvProvided(len, flags.bits());
         queue_request_into_ring(
             &mut *self.ring_for_source(source),
             source,
@@ -2114,7 +2187,13 @@ fn queue_request_into_ring(
 }
 
 impl Drop for Reactor {
-    fn drop(&mut self) {}
+    // Prism patch: the provided buffers are withdrawn while the main ring is still open (fields drop
+    // after this), so their mapping is never freed under a ring that could still fill it.
+    fn drop(&mut self) {
+        if let Some(ring) = &self.buf_ring {
+            ring.unregister();
+        }
+    }
 }
 
 #[cfg(test)]
