@@ -11,6 +11,7 @@ pub mod reply;
 pub mod rpc;
 pub mod server;
 pub mod shard;
+pub mod spares;
 mod status_board;
 pub mod tls;
 pub mod ws;

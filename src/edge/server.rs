@@ -22,8 +22,9 @@ use crate::runtime::{spawn, timeout_at};
 pub use super::shard::Shard;
 
 const READ_CHUNK: usize = 8 * 1024;
-/// The first read of a request: small, because idle keep-alive connections wait in it (10 000 of them must
-/// not pin 10 000 large buffers); a typical JSON-RPC request fits, larger ones continue in `READ_CHUNK`s.
+/// The first read of a request, and the buffer it lands in. Idle keep-alive connections wait in this read
+/// holding no buffer (`ReadBuf::read_idle_from`, and the runtime's provided buffers: 10 000 of them must not
+/// pin 10 000 buffers); a typical JSON-RPC request fits, larger ones continue in `READ_CHUNK`s.
 const IDLE_READ: usize = 1024;
 /// Buffer capacity a connection keeps between requests; anything larger is released after the request.
 const KEEP_BUFFER: usize = 64 * 1024;
@@ -161,7 +162,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         Connection {
             upgrade: None,
             stream,
-            buf: ReadBuf::with_capacity(IDLE_READ),
+            buf: ReadBuf::idle(IDLE_READ),
             out: Vec::new(),
             headers: Vec::new(),
             shard,
@@ -183,6 +184,9 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 }
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
+            if self.out.capacity() == 0 {
+                self.out = self.shard.spare_out.take();
+            }
             // Boxed: answering takes a 5 KB future, and inline it would be part of every connection's task
             // for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken per
             // request and given back after, as the buffers are. The box copies the whole future in, so keep
@@ -202,9 +206,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 .await;
                 return;
             }
-            // Give memory back after an unusually large request or answer, so idle connections stay small.
+            // Give memory back after an unusually large request, so idle connections stay small; the answer
+            // buffer goes back to the shard unless the next request is already here.
             self.buf.shrink_to(KEEP_BUFFER);
-            if self.out.capacity() > KEEP_BUFFER {
+            if self.buf.is_empty() {
+                self.shard.spare_out.give(std::mem::take(&mut self.out));
+            } else if self.out.capacity() > KEEP_BUFFER {
                 self.out = Vec::new();
             }
             if !keep_alive {
@@ -233,7 +240,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
             let shutdown = &self.shard.shutdown;
             let read = futures_lite::future::or(
-                async { Some(timeout_at(idle_until, self.buf.read_from(&mut self.stream, IDLE_READ)).await) },
+                async { Some(timeout_at(idle_until, self.buf.read_idle_from(&mut self.stream, IDLE_READ)).await) },
                 async {
                     shutdown.triggered().await;
                     None

@@ -49,6 +49,8 @@ pub struct Shard {
     pub subscriptions: Cell<usize>,
     /// This shard's health samples, shipped to the aggregator.
     pub recorder: Rc<crate::telemetry::recorder::Recorder>,
+    /// Answer buffers idle connections gave back.
+    pub spare_out: super::spares::SpareBufs,
 }
 
 impl Shard {
@@ -75,6 +77,7 @@ impl Shard {
             open_local: Cell::new(0),
             subscriptions: Cell::new(0),
             recorder,
+            spare_out: Default::default(),
         }
     }
 

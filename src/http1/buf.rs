@@ -1,19 +1,46 @@
 //! A growable read buffer with a consumed prefix, so pipelined bytes after one message stay for the next.
 
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::task::{ready, Poll};
+
 use futures_lite::{AsyncRead, AsyncReadExt};
+
+/// The most one idle read takes at once (`read_idle_from`): its bytes land here first.
+const SCRATCH: usize = 4096;
+
+thread_local! {
+    /// Where an idle connection's read lands: borrowed only inside one poll, so one per thread serves
+    /// every connection of a shard.
+    static IDLE_SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; SCRATCH]);
+}
 
 pub struct ReadBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    /// The size the buffer is (re)allocated at.
+    home: usize,
 }
 
 impl ReadBuf {
     pub fn with_capacity(cap: usize) -> Self {
+        let home = cap.max(512);
         ReadBuf {
-            data: vec![0; cap.max(512)],
+            data: vec![0; home],
             start: 0,
             end: 0,
+            home,
+        }
+    }
+
+    /// A buffer that holds no memory until bytes arrive (`read_idle_from`), then `cap`.
+    pub fn idle(cap: usize) -> Self {
+        ReadBuf {
+            data: Vec::new(),
+            start: 0,
+            end: 0,
+            home: cap.max(512),
         }
     }
 
@@ -24,6 +51,11 @@ impl ReadBuf {
 
     pub fn len(&self) -> usize {
         self.end - self.start
+    }
+
+    /// Bytes of memory the buffer holds (0 while an idle read waits: `read_idle_from`).
+    pub fn capacity(&self) -> usize {
+        self.data.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -66,6 +98,45 @@ impl ReadBuf {
         let n = r.read(&mut self.data[self.end..until]).await?;
         self.end += n;
         Ok(n)
+    }
+
+    /// Reads once from `r`, up to `max` bytes, for a connection waiting for its next message with nothing
+    /// buffered: while the read waits the buffer is given back, so an idle connection holds none, and the
+    /// bytes that end the wait land in a per-thread scratch buffer and are copied into a new one. A read
+    /// that is ready at once uses the buffer as it is. Returns bytes read; 0 = EOF.
+    pub async fn read_idle_from<R: AsyncRead + Unpin>(&mut self, r: &mut R, max: usize) -> std::io::Result<usize> {
+        debug_assert!(self.is_empty());
+        futures_lite::future::poll_fn(|cx| {
+            if !self.data.is_empty() {
+                let until = max.min(self.data.len());
+                return match Pin::new(&mut *r).poll_read(cx, &mut self.data[..until]) {
+                    Poll::Ready(Ok(n)) => {
+                        self.end = n;
+                        Poll::Ready(Ok(n))
+                    }
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Pending => {
+                        // Nothing is lent out: AsyncRead borrows the buffer only for the poll.
+                        self.data = Vec::new();
+                        Poll::Pending
+                    }
+                };
+            }
+            IDLE_SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                let until = max.min(scratch.len());
+                let n = ready!(Pin::new(&mut *r).poll_read(cx, &mut scratch[..until]))?;
+                if n > 0 {
+                    let mut data = Vec::with_capacity(self.home.max(n));
+                    data.extend_from_slice(&scratch[..n]);
+                    data.resize(data.capacity(), 0);
+                    self.data = data;
+                    self.end = n;
+                }
+                Poll::Ready(Ok(n))
+            })
+        })
+        .await
     }
 
     /// Gives memory back after an unusually large message, so idle connections stay small.

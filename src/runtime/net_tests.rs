@@ -282,3 +282,141 @@ fn writes_to_a_peer_that_reset_fail_instead_of_hanging() {
         );
     });
 }
+
+/// More connections with bytes waiting than the runtime has provided buffers (256, vendor/glommio
+/// sys/uring.rs): every reader first takes a few bytes and holds the rest of its recv, so the buffers run
+/// out and later recvs fail with ENOBUFS inside the runtime. Each must still get its message whole.
+#[test]
+fn readers_get_every_byte_when_the_provided_buffers_run_out() {
+    const CONNS: usize = 300;
+    const LEN: usize = 1500;
+    fn message(idx: usize) -> Vec<u8> {
+        let mut m = (idx as u32).to_le_bytes().to_vec();
+        m.extend((0..LEN).map(|i| (i * 31 + idx * 7) as u8));
+        m
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, gate) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for _ in 0..CONNS {
+            open.push(listener.accept().unwrap().0);
+        }
+        gate.recv().unwrap();
+        for (idx, s) in open.iter_mut().enumerate() {
+            s.write_all(&message(idx)).unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+        }
+        let _ = gate.recv(); // keeps the sockets open until the test is done
+    });
+    on_shard(async move {
+        let armed = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let firsts = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let mut readers = Vec::new();
+        for _ in 0..CONNS {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let (armed, firsts) = (armed.clone(), firsts.clone());
+            readers.push(glommio::spawn_local(async move {
+                // A large read that waits submits a recv for a whole buffer's worth; it is dropped, so the
+                // 4-byte read below takes a few of those bytes and the buffer stays held for the rest.
+                let mut big = vec![0u8; 2048];
+                let waiting = futures_lite::future::poll_once(s.read(&mut big)).await;
+                assert!(waiting.is_none(), "nothing was sent yet");
+                armed.set(armed.get() + 1);
+                let mut got = vec![0u8; 4];
+                timeout_at(deadline(), s.read_exact(&mut got))
+                    .await
+                    .expect("first read hung")
+                    .unwrap();
+                firsts.set(firsts.get() + 1);
+                // Hold this recv's buffer until every reader took its first bytes.
+                let until = deadline();
+                while firsts.get() < CONNS {
+                    assert!(
+                        Instant::now() < until,
+                        "only {} of {CONNS} readers got bytes",
+                        firsts.get()
+                    );
+                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                }
+                got.extend(read_all(&mut s, 512).await);
+                got
+            }));
+        }
+        let until = deadline();
+        while armed.get() < CONNS {
+            assert!(
+                Instant::now() < until,
+                "only {} of {CONNS} reads submitted",
+                armed.get()
+            );
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        go.send(()).unwrap();
+        let mut seen = vec![false; CONNS];
+        for reader in readers {
+            let got = reader.await;
+            let idx = u32::from_le_bytes(got[..4].try_into().unwrap()) as usize;
+            assert!(idx < CONNS && !seen[idx], "message {idx} twice or out of range");
+            seen[idx] = true;
+            assert!(
+                got == message(idx),
+                "message {idx} arrived changed ({} bytes)",
+                got.len()
+            );
+        }
+    });
+}
+
+/// An idle connection's read gives its buffer back while it waits, and still gets the bytes that end the
+/// wait (`ReadBuf::read_idle_from`, what idle keep-alive clients cost: perf/idle_clients.py).
+#[test]
+fn an_idle_read_holds_no_buffer_while_it_waits_and_loses_nothing() {
+    use crate::http1::ReadBuf;
+    let (addr, go) = peer(vec![
+        Step::Send(b"first".to_vec()),
+        Step::Wait,
+        Step::Send(pattern(700)),
+    ]);
+    on_shard(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = ReadBuf::with_capacity(1024);
+        let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(buf.filled(), &b"first"[..n]);
+        buf.consume(n);
+        if n < 5 {
+            let rest = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+                .await
+                .unwrap()
+                .unwrap();
+            buf.consume(rest);
+        }
+        // Nothing buffered now: a read that has to wait lets go of the buffer.
+        {
+            let read = buf.read_idle_from(&mut s, 1024);
+            futures_lite::pin!(read);
+            assert!(
+                futures_lite::future::poll_once(&mut read).await.is_none(),
+                "nothing was sent yet"
+            );
+        }
+        assert_eq!(buf.capacity(), 0, "a waiting idle read kept its buffer");
+        go.send(()).unwrap();
+        let mut got = Vec::new();
+        while got.len() < 700 {
+            let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "EOF before the message ended");
+            got.extend_from_slice(buf.filled());
+            buf.consume(n);
+        }
+        assert_eq!(got, pattern(700));
+        assert!(buf.capacity() >= 512, "bytes arrived, so the buffer is back");
+    });
+}
