@@ -11,7 +11,6 @@ pub mod reply;
 pub mod rpc;
 pub mod server;
 pub mod shard;
-pub mod spares;
 mod status_board;
 pub mod tls;
 pub mod ws;

@@ -186,6 +186,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
             if self.out.capacity() == 0 {
                 self.out = self.shard.spare_out.take();
+                self.out.clear();
             }
             // Boxed: answering takes a 5 KB future, and inline it would be part of every connection's task
             // for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken per
@@ -240,7 +241,16 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
             let shutdown = &self.shard.shutdown;
             let read = futures_lite::future::or(
-                async { Some(timeout_at(idle_until, self.buf.read_idle_from(&mut self.stream, IDLE_READ)).await) },
+                async {
+                    Some(
+                        timeout_at(
+                            idle_until,
+                            self.buf
+                                .read_idle_from(&mut self.stream, IDLE_READ, &self.shard.spare_in),
+                        )
+                        .await,
+                    )
+                },
                 async {
                     shutdown.triggered().await;
                     None

@@ -16,6 +16,7 @@ use super::keys::KeyRing;
 use super::network::Network;
 use super::rpc::RpcShard;
 use crate::config::Limits;
+use crate::http1::SpareBufs;
 use crate::runtime::Shutdown;
 
 /// One config generation as a shard serves it.
@@ -49,8 +50,10 @@ pub struct Shard {
     pub subscriptions: Cell<usize>,
     /// This shard's health samples, shipped to the aggregator.
     pub recorder: Rc<crate::telemetry::recorder::Recorder>,
+    /// Read buffers idle connections gave back while they wait (`ReadBuf::read_idle_from`).
+    pub spare_in: SpareBufs,
     /// Answer buffers idle connections gave back.
-    pub spare_out: super::spares::SpareBufs,
+    pub spare_out: SpareBufs,
 }
 
 impl Shard {
@@ -77,6 +80,7 @@ impl Shard {
             open_local: Cell::new(0),
             subscriptions: Cell::new(0),
             recorder,
+            spare_in: Default::default(),
             spare_out: Default::default(),
         }
     }

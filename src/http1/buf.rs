@@ -1,19 +1,11 @@
 //! A growable read buffer with a consumed prefix, so pipelined bytes after one message stay for the next.
 
-use std::cell::RefCell;
 use std::pin::Pin;
-use std::task::{ready, Poll};
+use std::task::Poll;
 
 use futures_lite::{AsyncRead, AsyncReadExt};
 
-/// The most one idle read takes at once (`read_idle_from`): its bytes land here first.
-const SCRATCH: usize = 4096;
-
-thread_local! {
-    /// Where an idle connection's read lands: borrowed only inside one poll, so one per thread serves
-    /// every connection of a shard.
-    static IDLE_SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; SCRATCH]);
-}
+use super::SpareBufs;
 
 pub struct ReadBuf {
     data: Vec<u8>,
@@ -101,40 +93,31 @@ impl ReadBuf {
     }
 
     /// Reads once from `r`, up to `max` bytes, for a connection waiting for its next message with nothing
-    /// buffered: while the read waits the buffer is given back, so an idle connection holds none, and the
-    /// bytes that end the wait land in a per-thread scratch buffer and are copied into a new one. A read
-    /// that is ready at once uses the buffer as it is. Returns bytes read; 0 = EOF.
-    pub async fn read_idle_from<R: AsyncRead + Unpin>(&mut self, r: &mut R, max: usize) -> std::io::Result<usize> {
+    /// buffered. While the read waits the buffer goes to `spares`, so an idle connection holds none; each
+    /// poll takes one back (AsyncRead borrows a buffer only for the poll, so nothing is lent out). Returns
+    /// bytes read; 0 = EOF.
+    pub async fn read_idle_from<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        spares: &SpareBufs,
+    ) -> std::io::Result<usize> {
         debug_assert!(self.is_empty());
         futures_lite::future::poll_fn(|cx| {
-            if !self.data.is_empty() {
-                let until = max.min(self.data.len());
-                return match Pin::new(&mut *r).poll_read(cx, &mut self.data[..until]) {
-                    Poll::Ready(Ok(n)) => {
-                        self.end = n;
-                        Poll::Ready(Ok(n))
-                    }
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => {
-                        // Nothing is lent out: AsyncRead borrows the buffer only for the poll.
-                        self.data = Vec::new();
-                        Poll::Pending
-                    }
-                };
-            }
-            IDLE_SCRATCH.with(|scratch| {
-                let mut scratch = scratch.borrow_mut();
-                let until = max.min(scratch.len());
-                let n = ready!(Pin::new(&mut *r).poll_read(cx, &mut scratch[..until]))?;
-                if n > 0 {
-                    let mut data = Vec::with_capacity(self.home.max(n));
-                    data.extend_from_slice(&scratch[..n]);
-                    data.resize(data.capacity(), 0);
-                    self.data = data;
-                    self.end = n;
+            if self.data.is_empty() {
+                self.data = spares.take();
+                if self.data.len() < self.home {
+                    self.data.resize(self.home, 0);
                 }
-                Poll::Ready(Ok(n))
-            })
+            }
+            let until = max.min(self.data.len());
+            let read = Pin::new(&mut *r).poll_read(cx, &mut self.data[..until]);
+            match read {
+                Poll::Ready(Ok(n)) => self.end = n,
+                Poll::Ready(Err(_)) => {}
+                Poll::Pending => spares.give(std::mem::take(&mut self.data)),
+            }
+            read
         })
         .await
     }

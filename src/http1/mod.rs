@@ -1,11 +1,14 @@
-//! HTTP/1.1 pieces both sides of the proxy share: the read buffer and the chunked-body decoder.
+//! HTTP/1.1 pieces both sides of the proxy share: the read buffer, the spare buffers idle connections hand
+//! back, and the chunked-body decoder.
 //! Head parsing is httparse; what a head *means* is decided by `edge` (requests) and `transport` (responses).
 
 mod buf;
 mod chunked;
+mod spares;
 
 pub use buf::ReadBuf;
 pub use chunked::{ChunkError, ChunkedDecoder};
+pub use spares::SpareBufs;
 
 /// Case-insensitive check for one token in a comma-separated header value (`Connection: keep-alive, Upgrade`).
 pub fn has_token(value: &[u8], token: &str) -> bool {

@@ -373,7 +373,7 @@ fn readers_get_every_byte_when_the_provided_buffers_run_out() {
 /// wait (`ReadBuf::read_idle_from`, what idle keep-alive clients cost: perf/idle_clients.py).
 #[test]
 fn an_idle_read_holds_no_buffer_while_it_waits_and_loses_nothing() {
-    use crate::http1::ReadBuf;
+    use crate::http1::{ReadBuf, SpareBufs};
     let (addr, go) = peer(vec![
         Step::Send(b"first".to_vec()),
         Step::Wait,
@@ -382,14 +382,15 @@ fn an_idle_read_holds_no_buffer_while_it_waits_and_loses_nothing() {
     on_shard(async move {
         let mut s = TcpStream::connect(addr).await.unwrap();
         let mut buf = ReadBuf::with_capacity(1024);
-        let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+        let spares = SpareBufs::default();
+        let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024, &spares))
             .await
             .unwrap()
             .unwrap();
         assert_eq!(buf.filled(), &b"first"[..n]);
         buf.consume(n);
         if n < 5 {
-            let rest = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+            let rest = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024, &spares))
                 .await
                 .unwrap()
                 .unwrap();
@@ -397,7 +398,7 @@ fn an_idle_read_holds_no_buffer_while_it_waits_and_loses_nothing() {
         }
         // Nothing buffered now: a read that has to wait lets go of the buffer.
         {
-            let read = buf.read_idle_from(&mut s, 1024);
+            let read = buf.read_idle_from(&mut s, 1024, &spares);
             futures_lite::pin!(read);
             assert!(
                 futures_lite::future::poll_once(&mut read).await.is_none(),
@@ -405,10 +406,11 @@ fn an_idle_read_holds_no_buffer_while_it_waits_and_loses_nothing() {
             );
         }
         assert_eq!(buf.capacity(), 0, "a waiting idle read kept its buffer");
+        assert_eq!(spares.take().len(), 1024, "the buffer went to the spares");
         go.send(()).unwrap();
         let mut got = Vec::new();
         while got.len() < 700 {
-            let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024))
+            let n = timeout_at(deadline(), buf.read_idle_from(&mut s, 1024, &spares))
                 .await
                 .unwrap()
                 .unwrap();

@@ -1,11 +1,12 @@
-//! Answer buffers a shard's connections hand back when they go idle, for the next answer on the shard: an
-//! idle keep-alive connection holds none, and a busy one allocates none per request.
+//! Buffers a shard's connections hand back when they go idle, for the next connection that has bytes to
+//! read or an answer to write: an idle keep-alive connection holds none, and a busy shard allocates none per
+//! request. Owned by one shard (`edge::Shard`), so no locking.
 
 use std::cell::RefCell;
 
-/// A buffer larger than this is dropped rather than kept (an unusually large answer).
+/// A buffer larger than this is dropped rather than kept (an unusually large message).
 const KEEP_BYTES: usize = 64 * 1024;
-/// At most this many are kept: enough for the connections answering at once on one shard.
+/// At most this many are kept: enough for the connections of one shard busy at once.
 const KEEP_COUNT: usize = 256;
 
 #[derive(Default)]
@@ -14,19 +15,19 @@ pub struct SpareBufs {
 }
 
 impl SpareBufs {
-    /// An empty buffer, with the capacity an earlier answer gave it when one is spare.
+    /// A buffer given back earlier, as it was given (its length and bytes included: callers clear or
+    /// overwrite), or a new empty one.
     pub fn take(&self) -> Vec<u8> {
         self.bufs.borrow_mut().pop().unwrap_or_default()
     }
 
     /// Keeps `buf` for a later `take`, unless it holds nothing or too much, or enough are kept.
-    pub fn give(&self, mut buf: Vec<u8>) {
+    pub fn give(&self, buf: Vec<u8>) {
         if buf.capacity() == 0 || buf.capacity() > KEEP_BYTES {
             return;
         }
         let mut bufs = self.bufs.borrow_mut();
         if bufs.len() < KEEP_COUNT {
-            buf.clear();
             bufs.push(buf);
         }
     }
@@ -37,13 +38,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_given_buffer_comes_back_empty_with_its_capacity() {
+    fn a_given_buffer_comes_back_as_it_was_given() {
         let spares = SpareBufs::default();
         let mut buf = Vec::with_capacity(300);
         buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
         spares.give(buf);
         let again = spares.take();
-        assert!(again.is_empty());
+        assert_eq!(again, b"HTTP/1.1 200 OK\r\n");
         assert!(again.capacity() >= 300);
         assert_eq!(spares.take().capacity(), 0, "one given, one taken");
     }
