@@ -477,12 +477,21 @@ fn transmute_error(res: io::Result<u32>) -> io::Result<usize> {
         })
 }
 
+/// Prism patch: whether a source's queue, submission and completion times are read: only for one that
+/// collects latency stats (file I/O with `record_io_latencies`); nothing else reads them (sys/source.rs,
+/// `Source::result`). Sockets and timers never did, and paid about 20 clock reads per forwarded request.
+fn records_latency(src: &InnerSource) -> bool {
+    src.stats_collection.is_some_and(|stats| stats.latency.is_some())
+}
+
 fn record_stats<Ring: UringCommon>(
     ring: &mut Ring,
     src: &mut InnerSource,
     res: &io::Result<usize>,
 ) {
-    src.wakers.fulfilled_at = Some(Instant::now());
+    if records_latency(src) {
+        src.wakers.fulfilled_at = Some(Instant::now());
+    }
     if let Some(fulfilled) = src.stats_collection.and_then(|x| x.fulfilled) {
         fulfilled(res, ring.io_stats_mut(), 1);
         if let Some(handle) = src.task_queue {
@@ -528,7 +537,7 @@ fn extract_one_chain(
     source_map: &mut SourceMap,
     queue: &mut VecDeque<UringDescriptor>,
     chain: Range<usize>,
-    now: Instant,
+    now: &mut Option<Instant>,
 ) -> SmallVec<[UringDescriptor; 1]> {
     queue
         .drain(chain)
@@ -536,7 +545,9 @@ fn extract_one_chain(
             if op.user_data > 0 {
                 let id = from_user_data(op.user_data);
                 let status = source_map.peek_source_mut(from_user_data(op.user_data), |mut x| {
-                    x.wakers.submitted_at = Some(now);
+                    if records_latency(&x) {
+                        x.wakers.submitted_at = Some(*now.get_or_insert_with(Instant::now));
+                    }
                     let current = x.enqueued.as_mut().expect("bug");
                     match current.status {
                         EnqueuedStatus::Enqueued => {
@@ -905,12 +916,13 @@ impl UringCommon for PollRing {
         let source_map = &mut *self.source_map.borrow_mut();
 
         while let Some(chain) = peek_one_chain(queue, self.size) {
-            // Prism patch: the clock is read only when there is something to submit. This runs for every
-            // ring's submission and cancellation queues on every reactor turn, mostly empty: reading the
-            // clock up front was ~38 clock reads per forwarded request (vendor/README.md).
-            let now = Instant::now();
+            // Prism patch: the clock is read only for a source that records its latency, and then once
+            // per chain (`extract_one_chain`). This runs for every ring's submission and cancellation
+            // queues on every reactor turn: reading the clock up front was ~38 clock reads per forwarded
+            // request (vendor/README.md).
+            let mut now = None;
             return if let Some(sqes) = self.ring.sq().prepare_sqes(chain.len() as u32) {
-                let ops = extract_one_chain(source_map, queue, chain, now);
+                let ops = extract_one_chain(source_map, queue, chain, &mut now);
                 if ops.is_empty() {
                     // all the sources in the ring were cancelled
                     continue;
@@ -1281,12 +1293,13 @@ impl UringCommon for SleepableRing {
         let source_map = &mut *self.source_map.borrow_mut();
 
         while let Some(chain) = peek_one_chain(queue, self.size) {
-            // Prism patch: the clock is read only when there is something to submit. This runs for every
-            // ring's submission and cancellation queues on every reactor turn, mostly empty: reading the
-            // clock up front was ~38 clock reads per forwarded request (vendor/README.md).
-            let now = Instant::now();
+            // Prism patch: the clock is read only for a source that records its latency, and then once
+            // per chain (`extract_one_chain`). This runs for every ring's submission and cancellation
+            // queues on every reactor turn: reading the clock up front was ~38 clock reads per forwarded
+            // request (vendor/README.md).
+            let mut now = None;
             return if let Some(sqes) = self.ring.sq().prepare_sqes(chain.len() as u32) {
-                let ops = extract_one_chain(source_map, queue, chain, now);
+                let ops = extract_one_chain(source_map, queue, chain, &mut now);
                 if ops.is_empty() {
                     // all the sources in the ring were cancelled
                     continue;
@@ -2159,7 +2172,12 @@ fn queue_request_into_ring(
     descriptor: UringOpDescriptor,
     source_map: &mut SourceMap,
 ) {
-    source.inner.borrow_mut().wakers.queued_at = Some(Instant::now());
+    {
+        let mut inner = source.inner.borrow_mut();
+        if records_latency(&inner) {
+            inner.wakers.queued_at = Some(Instant::now());
+        }
+    }
     let q = ring.submission_queue();
     let id = source_map.add_source(source, Rc::clone(&q));
 
