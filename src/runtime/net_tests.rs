@@ -283,6 +283,15 @@ fn writes_to_a_peer_that_reset_fail_instead_of_hanging() {
     });
 }
 
+/// Waits until `count` reaches `n`, polling it; fails the test at the deadline.
+async fn reach(count: &std::cell::Cell<usize>, n: usize, what: &str) {
+    let until = deadline();
+    while count.get() < n {
+        assert!(Instant::now() < until, "only {} of {n} {what}", count.get());
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// More connections with bytes waiting than the runtime has provided buffers (256, vendor/glommio
 /// sys/uring.rs): every reader first takes a few bytes and holds the rest of its recv, so the buffers run
 /// out and later recvs fail with ENOBUFS inside the runtime. Each must still get its message whole.
@@ -331,28 +340,12 @@ fn readers_get_every_byte_when_the_provided_buffers_run_out() {
                     .unwrap();
                 firsts.set(firsts.get() + 1);
                 // Hold this recv's buffer until every reader took its first bytes.
-                let until = deadline();
-                while firsts.get() < CONNS {
-                    assert!(
-                        Instant::now() < until,
-                        "only {} of {CONNS} readers got bytes",
-                        firsts.get()
-                    );
-                    glommio::timer::sleep(Duration::from_millis(1)).await;
-                }
+                reach(&firsts, CONNS, "readers got bytes").await;
                 got.extend(read_all(&mut s, 512).await);
                 got
             }));
         }
-        let until = deadline();
-        while armed.get() < CONNS {
-            assert!(
-                Instant::now() < until,
-                "only {} of {CONNS} reads submitted",
-                armed.get()
-            );
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-        }
+        reach(&armed, CONNS, "reads submitted").await;
         go.send(()).unwrap();
         let mut seen = vec![false; CONNS];
         for reader in readers {
