@@ -8,6 +8,8 @@ mod time;
 
 #[cfg(test)]
 mod net_tests;
+#[cfg(test)]
+mod park_tests;
 
 pub use shards::{run_shards, ShardId, ShardPlacement};
 pub use shutdown::Shutdown;

@@ -204,6 +204,11 @@ impl IoUring {
         self.sq().submit_and_wait(wait_for)
     }
 
+    /// Prism patch: see [`SubmissionQueue::submit_and_wait_until`].
+    pub fn submit_sqes_and_wait_until(&mut self, wait_for: u32, timeout: Duration) -> io::Result<u32> {
+        self.sq().submit_and_wait_until(wait_for, timeout)
+    }
+
     /// Submit all prepared [`SQE`]s to the kernel and wait until at least
     /// `wait_for` events have completed or `duration` has passed.
     pub fn submit_sqes_and_wait_with_timeout(

@@ -68,6 +68,38 @@ impl<'ring> SubmissionQueue<'ring> {
         resultify(unsafe { uring_sys::io_uring_submit_and_wait(self.ring.as_ptr(), wait_for as _) })
     }
 
+    /// Prism patch: submits everything prepared and waits for `wait_for` completions or until `timeout`
+    /// has passed, in one `io_uring_enter`, with no timeout SQE (and so no CQE to filter out). Needs
+    /// `IORING_FEAT_EXT_ARG` (5.11); the caller checks. Returns how many SQEs were submitted, also when
+    /// the wait ended by the timeout.
+    pub fn submit_and_wait_until(&mut self, wait_for: u32, timeout: Duration) -> io::Result<u32> {
+        let ts = uring_sys::__kernel_timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let arg = uring_sys::io_uring_getevents_arg {
+            ts: &ts as *const _ as u64,
+            ..Default::default()
+        };
+        // SAFETY: the ring is ours for 'ring; `ts` and `arg` outlive the call, which only reads them.
+        unsafe {
+            let ring = self.ring.as_ptr();
+            let to_submit = uring_sys::__io_uring_flush_sq(ring) as libc::c_uint;
+            let ret = uring_sys::syscalls::io_uring_enter_ext(
+                (*ring).ring_fd,
+                to_submit,
+                wait_for,
+                uring_sys::IORING_ENTER_GETEVENTS,
+                &arg,
+            );
+            if ret < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(ret as u32)
+            }
+        }
+    }
+
     pub fn submit_and_wait_with_timeout(
         &mut self,
         wait_for: u32,

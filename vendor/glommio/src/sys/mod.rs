@@ -174,7 +174,6 @@ pub(crate) fn sendmsg_syscall(
 // Prism patch: provided buffers for stream recvs.
 pub(crate) mod buf_ring;
 mod dma_buffer;
-mod membarrier;
 pub(crate) mod source;
 pub(crate) mod sysfs;
 mod uring;
@@ -308,6 +307,9 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // Prism patch (change 9): pairs with the fence a reactor issues after `prepare_to_sleep`: the
+        // caller's store (a message, a waker) is ordered before this load of `should_notify`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)

@@ -37,7 +37,7 @@ use crate::{
         self,
         blocking::{BlockingThreadOp, BlockingThreadPool},
         dma_buffer::{BufferStorage, DmaBuffer},
-        membarrier, DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
+        DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
         PollableStatus, Source, SourceType, Statx, TimeSpec64,
     },
     uring_sys::{self, IoRingOp},
@@ -1129,7 +1129,15 @@ impl SleepableRing {
         }
     }
 
-    fn sleep(&mut self, link: &Source) -> io::Result<usize> {
+    /// Prism patch: whether this kernel takes a wait timeout on `io_uring_enter` itself.
+    fn waits_with_timeout(&self) -> bool {
+        self.ring.raw().features & uring_sys::IORING_FEAT_EXT_ARG != 0
+    }
+
+    /// Prism patch: `timeout` (only where [`Self::waits_with_timeout`]) bounds the wait itself, so the
+    /// next user timer needs no timeout SQE on the latency ring, nor the `io_uring_enter` to submit it
+    /// and the one to cancel it after waking.
+    fn sleep(&mut self, link: &Source, timeout: Option<Duration>) -> io::Result<usize> {
         assert_eq!(
             self.waiting_kernel_submission(),
             0,
@@ -1160,9 +1168,11 @@ impl SleepableRing {
             // Prism patch: the link SQE is submitted and the wait begun in one io_uring_enter; upstream
             // submitted, then entered again to wait, two system calls per sleep. The kernel waits only
             // when everything was submitted, and then reports the submission whatever ends the wait.
-            let submitted = self
-                .ring
-                .submit_sqes_and_wait(1)
+            let submitted = match timeout {
+                Some(timeout) => self.ring.submit_sqes_and_wait_until(1, timeout),
+                None => self.ring.submit_sqes_and_wait(1),
+            };
+            let submitted = submitted
                 .map(|n| n as usize)
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
@@ -1874,7 +1884,7 @@ impl Reactor {
     ///
     /// We may not be able to register an `SQE` at this point, so we return an
     /// Error and will just not sleep.
-    fn link_rings_and_sleep(&self, ring: &mut SleepableRing) -> io::Result<()> {
+    fn link_rings_and_sleep(&self, ring: &mut SleepableRing, timeout: Option<Duration>) -> io::Result<()> {
         let link_rings = Source::new(
             IoRequirements::default(),
             self.link_fd,
@@ -1882,7 +1892,7 @@ impl Reactor {
             None,
             None,
         );
-        ring.sleep(&link_rings).or_else(Self::busy_ok).map(|_| {})
+        ring.sleep(&link_rings, timeout).or_else(Self::busy_ok).map(|_| {})
     }
 
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
@@ -1981,9 +1991,18 @@ impl Reactor {
         //   a reactor pass, never correctness;
         // * the throughput timer (it fires after `ring_depth` main-ring completions) is re-armed only once
         //   it has fired: its count then runs across turns, so it can fire early in a turn the same way.
+        //
+        // Change 9: where the kernel bounds a wait itself (`waits_with_timeout`), the user timer never
+        // occupies the latency slot, so a call that may sleep keeps a pending preempt timer too instead
+        // of cancelling it: sleeping and waking then enter the latency ring not at all, where it was
+        // four times (cancel, arm the user timer, cancel it, re-arm). A kept timer that fires during a
+        // sleep wakes the reactor once; it is not re-armed while parked, so an idle shard wakes at most
+        // once per quantum after its last work.
         let keep_latency = preempt_timer();
+        let sleeps_with_timeout = main_ring.waits_with_timeout();
         let kept = self.latency_preemption_timeout_src.take().filter(|(src, armed)| {
-            Some(*armed) == keep_latency && src.result().is_none()
+            src.result().is_none()
+                && (Some(*armed) == keep_latency || (keep_latency.is_none() && sleeps_with_timeout))
         });
         self.latency_preemption_timeout_src.set(kept);
 
@@ -2016,7 +2035,7 @@ impl Reactor {
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
+            if let Some(dur) = user_timer.filter(|_| !sleeps_with_timeout) {
                 self.latency_preemption_timeout_src
                     .set(Some((lat_ring.prepare_latency_preemption_timer(dur), dur)));
                 assert!(flush_rings!(lat_ring)? > 0);
@@ -2026,14 +2045,16 @@ impl Reactor {
             // last time until now it could be that something happened in a remote executor
             // that opened up room. If it did we bail on sleep and go process it.
             self.notifier.prepare_to_sleep();
-            // See https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/ for
-            // details. This translates to `sys_membarrier()` /
-            // `MEMBARRIER_CMD_PRIVATE_EXPEDITED`
-            membarrier::heavy();
+            // Prism patch (change 9): a SeqCst fence here, and one in `SleepNotifier::notify` before it
+            // reads `should_notify`, order the two sides as the membarrier did (each side's store is
+            // seen by the other's load, or both are). The membarrier IPI'd every core running this
+            // process's threads: about 17 µs per sleep on these VMs, and the other cores paid too.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
                 if self.eventfd_src.is_installed().unwrap() {
-                    self.link_rings_and_sleep(&mut main_ring)
+                    let timeout = user_timer.filter(|_| sleeps_with_timeout);
+                    self.link_rings_and_sleep(&mut main_ring, timeout)
                         .expect("some error");
                     // May have new cancellations related to the link ring fd.
                     flush_cancellations!(into &mut 0; lat_ring, poll_ring, main_ring);

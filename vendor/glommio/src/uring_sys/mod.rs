@@ -91,6 +91,8 @@ pub const IORING_CQ_EVENTFD_DISABLED: libc::c_uint = 1 << 0;
 // io_uring_enter flags
 pub const IORING_ENTER_GETEVENTS: libc::c_uint = 1 << 0;
 pub const IORING_ENTER_SQ_WAKEUP: libc::c_uint = 1 << 1;
+/// Prism patch: `io_uring_enter`'s last two arguments are an `io_uring_getevents_arg` (5.11).
+pub const IORING_ENTER_EXT_ARG: libc::c_uint = 1 << 3;
 
 // io_uring_params.features flags
 pub const IORING_FEAT_SINGLE_MMAP: libc::__u32 = 1 << 0;
@@ -100,6 +102,18 @@ pub const IORING_FEAT_RW_CUR_POS: libc::__u32 = 1 << 3;
 pub const IORING_FEAT_CUR_PERSONALITY: libc::__u32 = 1 << 4;
 pub const IORING_FEAT_FAST_POLL: libc::__u32 = 1 << 5;
 pub const IORING_FEAT_POLL_32BITS: libc::__u32 = 1 << 6;
+/// Prism patch: the kernel takes `IORING_ENTER_EXT_ARG` (5.11).
+pub const IORING_FEAT_EXT_ARG: libc::__u32 = 1 << 8;
+
+/// Prism patch: what `IORING_ENTER_EXT_ARG` points at: a signal mask and a wait timeout.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct io_uring_getevents_arg {
+    pub sigmask: u64,
+    pub sigmask_sz: u32,
+    pub pad: u32,
+    pub ts: u64,
+}
 
 // io_uring_register opcodes and arguments
 pub const IORING_REGISTER_BUFFERS: libc::c_uint = 0;
@@ -339,6 +353,9 @@ extern "C" {
     pub fn io_uring_submit(ring: *mut io_uring) -> libc::c_int;
 
     pub fn io_uring_submit_and_wait(ring: *mut io_uring, wait_nr: libc::c_uint) -> libc::c_int;
+
+    /// Prism patch: moves the prepared SQEs into the kernel's ring; returns how many await submission.
+    pub fn __io_uring_flush_sq(ring: *mut io_uring) -> libc::c_int;
 
     pub fn io_uring_get_sqe(ring: *mut io_uring) -> *mut io_uring_sqe;
 

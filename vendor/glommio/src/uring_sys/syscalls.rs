@@ -38,3 +38,22 @@ pub unsafe fn io_uring_enter(
         core::mem::size_of::<libc::sigset_t>(),
     ) as libc::c_int
 }
+
+/// Prism patch: `io_uring_enter` with `IORING_ENTER_EXT_ARG`: `arg` replaces the signal mask.
+pub unsafe fn io_uring_enter_ext(
+    fd: libc::c_int,
+    to_submit: libc::c_uint,
+    min_complete: libc::c_uint,
+    flags: libc::c_uint,
+    arg: *const super::io_uring_getevents_arg,
+) -> libc::c_int {
+    libc::syscall(
+        __NR_io_uring_enter,
+        fd,
+        to_submit,
+        min_complete,
+        flags | super::IORING_ENTER_EXT_ARG,
+        arg,
+        core::mem::size_of::<super::io_uring_getevents_arg>(),
+    ) as libc::c_int
+}

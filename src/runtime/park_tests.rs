@@ -1,0 +1,94 @@
+//! How a shard parks, held against the vendored glommio's sleep (vendor/README.md, change 9): a shard with
+//! only a timer pending sleeps in the kernel until the timer is due (the wait carries the timeout itself),
+//! and a wakeup sent from another thread always reaches a sleeping shard (fences, not a membarrier, order
+//! the sleeper's flag against the waker's message).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+
+use super::{sleep, test_shard, timeout_at};
+
+/// CPU time this thread has used so far.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Runs `f` on a fresh shard in its own thread, failing the test (instead of hanging it) after `limit`.
+fn on_shard_within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .expect("the shard never finished: a sleep was not woken")
+}
+
+#[test]
+fn a_shard_waiting_only_on_a_timer_sleeps_until_it_is_due() {
+    const NAPS: u32 = 20;
+    const NAP: Duration = Duration::from_millis(25);
+    let (elapsed, cpu) = on_shard_within(Duration::from_secs(30), || {
+        test_shard(async {
+            let (t0, c0) = (Instant::now(), thread_cpu());
+            for _ in 0..NAPS {
+                sleep(NAP).await;
+            }
+            (t0.elapsed(), thread_cpu() - c0)
+        })
+    });
+    assert!(elapsed >= NAP * NAPS, "woke before the timers were due: {elapsed:?}");
+    assert!(
+        elapsed < NAP * NAPS * 4,
+        "overslept: {elapsed:?} for {NAPS} naps of {NAP:?}"
+    );
+    // A wait that ignored its timeout would spin through the 500 ms instead of sleeping in the kernel.
+    assert!(
+        cpu < Duration::from_millis(100),
+        "the shard spun while it waited: {cpu:?} of CPU"
+    );
+}
+
+#[test]
+fn every_wakeup_from_another_thread_reaches_a_sleeping_shard() {
+    const ROUNDS: usize = 2_000;
+    let event = Arc::new(Event::new());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, ready_rx) = mpsc::channel::<usize>();
+
+    let waker = {
+        let (event, sent) = (event.clone(), sent.clone());
+        std::thread::spawn(move || {
+            // Each round: wait until the shard is about to park for round `i`, then wake it from here.
+            while let Ok(i) = ready_rx.recv() {
+                sent.store(i + 1, Ordering::Release);
+                event.notify(1);
+            }
+        })
+    };
+
+    let woken = on_shard_within(Duration::from_secs(60), move || {
+        test_shard(async move {
+            for i in 0..ROUNDS {
+                let listener = event.listen();
+                ready_tx.send(i).unwrap();
+                if sent.load(Ordering::Acquire) <= i {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    timeout_at(deadline, listener)
+                        .await
+                        .unwrap_or_else(|_| panic!("round {i}: the wakeup from the other thread was lost"));
+                }
+                assert_eq!(sent.load(Ordering::Acquire), i + 1);
+            }
+            ROUNDS
+        })
+    });
+    assert_eq!(woken, ROUNDS);
+    waker.join().unwrap();
+}
