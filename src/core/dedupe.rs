@@ -61,9 +61,19 @@ impl Slot {
     }
 }
 
+/// One call in flight. The table is keyed by the join key's hash so a lookup hashes the bytes once and the
+/// key is moved in, never copied; the key itself sits beside the slot to tell a (keyed-hash) collision from a
+/// join. The slot followers wait on is only made when the first follower arrives: a call nobody joins (the
+/// common case for distinct traffic) costs one table insert and one remove, no allocation.
+struct Pending {
+    key: Vec<u8>,
+    slot: Option<Rc<Slot>>,
+}
+
 #[derive(Default)]
 pub struct InFlight {
-    slots: RefCell<AHashMap<Vec<u8>, Rc<Slot>>>,
+    hasher: ahash::RandomState,
+    slots: RefCell<AHashMap<u64, Pending>>,
 }
 
 pub enum Role<'a> {
@@ -75,18 +85,31 @@ pub enum Role<'a> {
 
 impl InFlight {
     pub fn join_or_lead(&self, key: Vec<u8>) -> Role<'_> {
-        let mut slots = self.slots.borrow_mut();
-        if let Some(slot) = slots.get(&key) {
-            slot.joined.set(slot.joined.get() + 1);
-            return Role::Follower(slot.clone());
+        use std::collections::hash_map::Entry;
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(key.as_slice());
+        match self.slots.borrow_mut().entry(hash) {
+            Entry::Occupied(mut o) => {
+                let pending = o.get_mut();
+                if pending.key != key {
+                    // Another key with the same hash is in flight: this call neither joins nor can be joined.
+                    return Role::Leader(Leader {
+                        table: self,
+                        hash: None,
+                    });
+                }
+                let slot = pending.slot.get_or_insert_with(Default::default).clone();
+                slot.joined.set(slot.joined.get() + 1);
+                Role::Follower(slot)
+            }
+            Entry::Vacant(v) => {
+                v.insert(Pending { key, slot: None });
+                Role::Leader(Leader {
+                    table: self,
+                    hash: Some(hash),
+                })
+            }
         }
-        let slot = Rc::new(Slot::default());
-        slots.insert(key.clone(), slot.clone());
-        Role::Leader(Leader {
-            table: self,
-            key: Some(key),
-            slot,
-        })
     }
 
     pub fn len(&self) -> usize {
@@ -101,13 +124,16 @@ impl InFlight {
 /// Owned by the leading call; publishing (or dropping) it releases the followers.
 pub struct Leader<'a> {
     table: &'a InFlight,
-    key: Option<Vec<u8>>,
-    slot: Rc<Slot>,
+    /// Its entry in the table; `None` once published, or when a hash collision kept it out of the table.
+    hash: Option<u64>,
 }
 
 impl Leader<'_> {
     /// Shares `outcome` with every follower; returns how many joined.
     pub fn finish(mut self, outcome: &CallOutcome) -> u64 {
+        let Some(slot) = self.leave() else {
+            return 0;
+        };
         let shared = match outcome {
             CallOutcome::Answer {
                 body,
@@ -121,23 +147,28 @@ impl Leader<'_> {
             },
             CallOutcome::Failed(e) => LeaderAnswer::Failed(e.clone()),
         };
-        self.publish(shared);
-        self.slot.joined.get()
+        publish(&slot, shared);
+        slot.joined.get()
     }
 
-    fn publish(&mut self, shared: LeaderAnswer) {
-        if let Some(key) = self.key.take() {
-            self.table.slots.borrow_mut().remove(&key);
-            *self.slot.result.borrow_mut() = Some(shared);
-            self.slot.done.set(true);
-            self.slot.event.notify(usize::MAX);
-        }
+    /// Takes the entry out of the table (no one can join after this); the slot when someone joined.
+    fn leave(&mut self) -> Option<Rc<Slot>> {
+        let hash = self.hash.take()?;
+        self.table.slots.borrow_mut().remove(&hash)?.slot
     }
+}
+
+fn publish(slot: &Slot, shared: LeaderAnswer) {
+    *slot.result.borrow_mut() = Some(shared);
+    slot.done.set(true);
+    slot.event.notify(usize::MAX);
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        self.publish(LeaderAnswer::Abandoned);
+        if let Some(slot) = self.leave() {
+            publish(&slot, LeaderAnswer::Abandoned);
+        }
     }
 }
 
@@ -183,6 +214,35 @@ mod tests {
         };
         drop(leader);
         assert!(futures_lite::future::block_on(f.wait()).is_none());
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_call_nobody_joins_leaves_the_table_empty() {
+        let t = InFlight::default();
+        let Role::Leader(leader) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
+        assert_eq!(t.len(), 1);
+        assert_eq!(leader.finish(&answer(b"1")), 0);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_hash_collision_goes_alone_and_leaves_the_other_call_joinable() {
+        let t = InFlight::default();
+        let Role::Leader(first) = t.join_or_lead(b"k".to_vec()) else {
+            panic!()
+        };
+        // Force a collision: file a different key under the hash of "k".
+        let hash = std::hash::BuildHasher::hash_one(&t.hasher, b"k".as_slice());
+        t.slots.borrow_mut().get_mut(&hash).unwrap().key = b"other".to_vec();
+        let Role::Leader(alone) = t.join_or_lead(b"k".to_vec()) else {
+            panic!("a colliding key must not join another key's call")
+        };
+        assert_eq!(alone.finish(&answer(b"2")), 0);
+        assert_eq!(t.len(), 1, "the colliding call must not remove the other's entry");
+        drop(first);
         assert!(t.is_empty());
     }
 }
