@@ -86,7 +86,6 @@ pub enum Role<'a> {
 impl InFlight {
     pub fn join_or_lead(&self, key: Vec<u8>) -> Role<'_> {
         use std::collections::hash_map::Entry;
-        use std::hash::BuildHasher;
         let hash = self.hasher.hash_one(key.as_slice());
         match self.slots.borrow_mut().entry(hash) {
             Entry::Occupied(mut o) => {
@@ -235,7 +234,7 @@ mod tests {
             panic!()
         };
         // Force a collision: file a different key under the hash of "k".
-        let hash = std::hash::BuildHasher::hash_one(&t.hasher, b"k".as_slice());
+        let hash = t.hasher.hash_one(b"k".as_slice());
         t.slots.borrow_mut().get_mut(&hash).unwrap().key = b"other".to_vec();
         let Role::Leader(alone) = t.join_or_lead(b"k".to_vec()) else {
             panic!("a colliding key must not join another key's call")

@@ -1,7 +1,8 @@
 //! How a shard parks, held against the vendored glommio's sleep (vendor/README.md, change 9): a shard with
 //! only a timer pending sleeps in the kernel until the timer is due (the wait carries the timeout itself),
 //! and a wakeup sent from another thread always reaches a sleeping shard (fences, not a membarrier, order
-//! the sleeper's flag against the waker's message).
+//! the sleeper's flag against the waker's message). Change 10 skips polling the cross-thread queues when they
+//! are empty; these tests (and the blocking-pool one) are what would catch a result or a wake it skipped.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -91,4 +92,29 @@ fn every_wakeup_from_another_thread_reaches_a_sleeping_shard() {
     });
     assert_eq!(woken, ROUNDS);
     waker.join().unwrap();
+}
+
+#[test]
+fn every_blocking_pool_result_reaches_the_shard_that_waits_for_it() {
+    const ROUNDS: u64 = 300;
+    let total = on_shard_within(Duration::from_secs(60), || {
+        test_shard(async {
+            let mut total = 0;
+            for i in 0..ROUNDS {
+                // Odd rounds make the pool thread take long enough that the shard parks meanwhile.
+                let job = glommio::executor().spawn_blocking(move || {
+                    if i % 2 == 1 {
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                    i
+                });
+                let deadline = Instant::now() + Duration::from_secs(10);
+                total += timeout_at(deadline, job)
+                    .await
+                    .unwrap_or_else(|_| panic!("round {i}: the blocking pool's result never reached the shard"));
+            }
+            total
+        })
+    });
+    assert_eq!(total, ROUNDS * (ROUNDS - 1) / 2);
 }

@@ -335,6 +335,13 @@ impl SleepNotifier {
     }
 
     pub(crate) fn process_foreign_wakes(&self) -> usize {
+        // Prism patch (change 10): an empty check is two loads; `try_recv` on an empty list channel issues
+        // a SeqCst fence first, and the executor loop asks several times a turn. A wake sent after this
+        // check is seen by the next turn, or by the sweep `Reactor::wait` makes after its own fence
+        // before it sleeps, exactly as one sent just after a `try_recv` would be.
+        if self.foreign_wakes.is_empty() {
+            return 0;
+        }
         let mut processed = 0;
         while let Ok(waker) = self.foreign_wakes.try_recv() {
             processed += 1;
