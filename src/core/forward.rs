@@ -275,7 +275,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 }
                 return last.unwrap();
             }
-            let latency_us = self.ex.now().saturating_duration_since(started).as_micros() as u64;
+            // One clock read serves the latency and the "time left for another attempt" check below.
+            let done = self.ex.now();
+            let latency_us = done.saturating_duration_since(started).as_micros() as u64;
             let verdict = self
                 .verdict(i, judge(result, id, self.light(), self.write, route.dialect()))
                 .check_head(&self, i);
@@ -287,7 +289,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
                 upstream.observe_latency(self.info.family, latency_us, now + latency_us / 1000);
             }
-            let more = attempt < max && self.ex.now() < self.deadline;
+            let more = attempt < max && done < self.deadline;
             if let Some(d) = dispute.take() {
                 // This answer was the second opinion on `d`.
                 if let Some(answer) = self.second_opinion(d, i, &verdict, latency_us) {
