@@ -17,6 +17,8 @@
 #                     LINES-line file at random, so a few repeat); BODIES=same repeats one eth_blockNumber body
 #   LINES=1000000
 #   SYSCALLS=1        count system calls of the proxy during each fixed-rate run (perf stat, raw_syscalls)
+#   EXTRA_EVENTS=     more perf tracepoints counted with the syscalls (comma list, e.g. sched:sched_switch); each
+#                     fixed-rate run then logs them per request ("events per request: ...")
 #   PROXY_CPU=0 LOAD_CPU=1   the proxy under test runs on PROXY_CPU; oha and the upstream on LOAD_CPU (taskset
 #                     lists: PROXY_CPU=0-3 LOAD_CPU=4-15)
 #   SHARDS=1          Prism's shards and nginx's worker processes (floor stays one executor); perf/scaling.sh
@@ -44,6 +46,7 @@ TARGETS=${TARGETS:-"direct nginx floor prism prismon"}
 BODIES=${BODIES:-distinct}
 LINES=${LINES:-1000000}
 SYSCALLS=${SYSCALLS:-1}
+EXTRA_EVENTS=${EXTRA_EVENTS:-}
 PROXY_CPU=${PROXY_CPU:-0}
 SHARDS=${SHARDS:-1}
 LOAD_CPU=${LOAD_CPU:-1}
@@ -340,7 +343,7 @@ oha_run() { # target mode round
   if [[ -n "$pids" ]]; then c0=$(cpu_ticks $pids); s0=$(sched_ns $pids); fi
   b0=$(core_busy "$PROXY_CPU")
   if [[ $mode == fixed && -n "$PERF_BIN" && -n "$pids" ]]; then
-    "$PERF_BIN" stat -x, -e raw_syscalls:sys_enter -p "$(echo $pids | tr ' ' ',')" -o "$out.syscalls" &
+    "$PERF_BIN" stat -x, -e "raw_syscalls:sys_enter${EXTRA_EVENTS:+,$EXTRA_EVENTS}" -p "$(echo $pids | tr ' ' ',')" -o "$out.syscalls" &
     perf_pid=$!
   fi
   taskset -c "$LOAD_CPU" "$OHA" "${OHA_JSON[@]}" "${args[@]}" "${URL[$target]}" >"$out" 2>"$out.err" || die "oha failed on $target: $(cat "$out.err")"
@@ -356,6 +359,18 @@ oha_run() { # target mode round
   printf '{"round":%d,"target":"%s","mode":"%s","oha":"%s","cpu_ticks":%d,"hz":%d,"sched_ns":%d,"rss_kb":%d,"core_busy_ticks":%d,"syscalls":%d}\n' \
     "$round" "$target" "$mode" "$out" $((c1 - c0)) "$(getconf CLK_TCK)" $((s1 - s0)) "$rss" $((b1 - b0)) "$syscalls" >>"$RESULTS"
   python3 "$PERF/report.py" --one "$RESULTS" >&2
+  if [[ -n "$perf_pid" && -n "$EXTRA_EVENTS" ]]; then
+    log "$target round $round events per request: $(python3 - "$out" "$out.syscalls" <<'PY'
+import json, sys
+codes = json.load(open(sys.argv[1])).get("statusCodeDistribution") or {}
+n = max(1, sum(codes.values()))
+for line in open(sys.argv[2]):
+    f = line.strip().split(",")
+    if len(f) > 2 and ":" in f[2] and "raw_syscalls" not in f[2] and f[0].isdigit():
+        print(f"{f[2]} {int(f[0]) / n:.2f}", end="  ")
+PY
+)"
+  fi
 }
 
 read -r -a T <<<"$TARGETS"
