@@ -1223,6 +1223,12 @@ impl UringCommon for SleepableRing {
     }
 
     fn flush_task_work(&mut self) {
+        // Change 11: with submissions pending, the reactor enters the kernel to submit them before it
+        // reads completions again (`Reactor::wait` submits between its two reads; a sleep enters too),
+        // and that enter runs the task work as well: a separate enter for it now is one syscall too many.
+        if !self.submission_queue.borrow().is_empty() || self.waiting_kernel_submission() > 0 {
+            return;
+        }
         let raw = self.ring.raw();
         // SAFETY: kflags points into the SQ ring the kernel shares with us for the ring's lifetime; the
         // kernel updates it concurrently, hence the volatile read.
