@@ -179,18 +179,28 @@ mod tests {
         CallOutcome::result(v.to_vec())
     }
 
+    /// The call for `key` must lead (no identical call is in flight, or it cannot join one).
+    fn lead<'a>(t: &'a InFlight, key: &[u8]) -> Leader<'a> {
+        match t.join_or_lead(key.to_vec()) {
+            Role::Leader(l) => l,
+            Role::Follower(_) => panic!("{key:?} joined a call in flight instead of leading"),
+        }
+    }
+
+    /// The call for `key` must join the one in flight.
+    fn follow(t: &InFlight, key: &[u8]) -> Rc<Slot> {
+        match t.join_or_lead(key.to_vec()) {
+            Role::Follower(f) => f,
+            Role::Leader(_) => panic!("{key:?} led instead of joining the call in flight"),
+        }
+    }
+
     #[test]
     fn followers_get_the_leaders_answer() {
         let t = InFlight::default();
-        let Role::Leader(leader) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
-        let Role::Follower(f1) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
-        let Role::Follower(f2) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
+        let leader = lead(&t, b"k");
+        let f1 = follow(&t, b"k");
+        let f2 = follow(&t, b"k");
         assert!(matches!(t.join_or_lead(b"other".to_vec()), Role::Leader(_)));
         assert_eq!(leader.finish(&answer(b"\"0x1\"")), 2);
         assert!(t.is_empty());
@@ -208,9 +218,7 @@ mod tests {
     fn an_abandoned_leader_releases_followers() {
         let t = InFlight::default();
         let leader = t.join_or_lead(b"k".to_vec());
-        let Role::Follower(f) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
+        let f = follow(&t, b"k");
         drop(leader);
         assert!(futures_lite::future::block_on(f.wait()).is_none());
         assert!(t.is_empty());
@@ -219,26 +227,20 @@ mod tests {
     #[test]
     fn a_call_nobody_joins_leaves_the_table_empty() {
         let t = InFlight::default();
-        let Role::Leader(leader) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
+        let leader = lead(&t, b"k");
         assert_eq!(t.len(), 1);
         assert_eq!(leader.finish(&answer(b"1")), 0);
         assert!(t.is_empty());
     }
 
     #[test]
-    fn a_hash_collision_goes_alone_and_leaves_the_other_call_joinable() {
+    fn a_hash_collision_goes_alone_and_leaves_the_other_calls_entry() {
         let t = InFlight::default();
-        let Role::Leader(first) = t.join_or_lead(b"k".to_vec()) else {
-            panic!()
-        };
+        let first = lead(&t, b"k");
         // Force a collision: file a different key under the hash of "k".
         let hash = t.hasher.hash_one(b"k".as_slice());
         t.slots.borrow_mut().get_mut(&hash).unwrap().key = b"other".to_vec();
-        let Role::Leader(alone) = t.join_or_lead(b"k".to_vec()) else {
-            panic!("a colliding key must not join another key's call")
-        };
+        let alone = lead(&t, b"k");
         assert_eq!(alone.finish(&answer(b"2")), 0);
         assert_eq!(t.len(), 1, "the colliding call must not remove the other's entry");
         drop(first);

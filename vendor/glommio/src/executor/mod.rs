@@ -1493,22 +1493,24 @@ impl LocalExecutor {
                         // test again here. We can't test *just* here because the main
                         // future is probably the one setting up the task queues and etc.
                         break t.unwrap();
-                    } else if spin_before_park.is_zero() {
-                        // Prism patch (change 11): with no spin asked for, the loop below made one full
-                        // non-sleeping pass (poll every ring, timers, cross-thread queues) and then parked,
-                        // and parking makes the same pass again before it sleeps: about 2.5k instructions
-                        // per park for nothing. `park` alone sleeps only when that pass finds nothing.
-                        this.parker
-                            .park()
-                            .expect("Failed to park! This is actually pretty bad!");
-                        pre_time = Instant::now();
                     } else {
-                        while !this.reactor.spin_poll_io().unwrap() {
-                            if pre_time.elapsed() > spin_before_park {
-                                this.parker
-                                    .park()
-                                    .expect("Failed to park! This is actually pretty bad!");
-                                break;
+                        if spin_before_park.is_zero() {
+                            // Prism patch (change 11): with no spin asked for, the spin loop made one full
+                            // non-sleeping pass (poll every ring, timers, cross-thread queues) and then
+                            // parked, and parking makes the same pass again before it sleeps: about 2.5k
+                            // instructions per park for nothing. `park` sleeps only when that pass finds
+                            // nothing.
+                            this.parker
+                                .park()
+                                .expect("Failed to park! This is actually pretty bad!");
+                        } else {
+                            while !this.reactor.spin_poll_io().unwrap() {
+                                if pre_time.elapsed() > spin_before_park {
+                                    this.parker
+                                        .park()
+                                        .expect("Failed to park! This is actually pretty bad!");
+                                    break;
+                                }
                             }
                         }
                         // reset the timer for deduct spin loop time

@@ -1226,7 +1226,7 @@ impl UringCommon for SleepableRing {
         // Change 11: with submissions pending, the reactor enters the kernel to submit them before it
         // reads completions again (`Reactor::wait` submits between its two reads; a sleep enters too),
         // and that enter runs the task work as well: a separate enter for it now is one syscall too many.
-        if !self.submission_queue.borrow().is_empty() || self.waiting_kernel_submission() > 0 {
+        if !self.submission_queue.borrow().is_empty() || self.needs_kernel_enter() {
             return;
         }
         let raw = self.ring.raw();
