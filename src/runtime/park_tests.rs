@@ -3,6 +3,7 @@
 //! and a wakeup sent from another thread always reaches a sleeping shard (fences, not a membarrier, order
 //! the sleeper's flag against the waker's message). Change 10 skips polling the cross-thread queues when they
 //! are empty; these tests (and the blocking-pool one) are what would catch a result or a wake it skipped.
+//! Change 12 keeps a shard from parking with a woken task still queued when a preemption was pending.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -117,4 +118,32 @@ fn every_blocking_pool_result_reaches_the_shard_that_waits_for_it() {
         })
     });
     assert_eq!(total, ROUNDS * (ROUNDS - 1) / 2);
+}
+
+/// Change 12: a task woken just as a kept preemption timer fires still runs. The executor polls the rings,
+/// then runs task queues only while no preemption is pending; a kept timer that fired between the two made
+/// it run nothing, report "nothing ran", and park with the woken task still queued, asleep with no timeout
+/// because the task's timer had just been taken (the pool's timed-out exchange hung this way in ~3 % of
+/// runs). Naps of one to two quanta, a different length each time, land the wakes at every phase of the
+/// quantum, so the race comes up many times a run (before the fix this hung in every run within seconds).
+#[test]
+fn a_task_woken_as_its_quantum_ends_still_runs() {
+    const NAPS: u64 = 3_000;
+    const QUANTUM_US: u64 = 500;
+    let naps = on_shard_within(Duration::from_secs(60), || {
+        glommio::LocalExecutorBuilder::default()
+            .io_memory(256 << 10)
+            .preempt_timer(Duration::from_micros(QUANTUM_US))
+            .make()
+            .expect("glommio executor (needs locked memory: ulimit -l 8192)")
+            .run(async {
+                let mut naps = 0;
+                for i in 0..NAPS {
+                    sleep(Duration::from_micros(QUANTUM_US + (i * 37) % QUANTUM_US)).await;
+                    naps += 1;
+                }
+                naps
+            })
+    });
+    assert_eq!(naps, NAPS);
 }

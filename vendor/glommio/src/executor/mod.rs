@@ -1325,6 +1325,16 @@ impl LocalExecutor {
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
+                // Prism patch (change 12): upstream broke out here with `ran` still false when the
+                // preemption came before any queue ran, so the run loop took "nothing ran" for "nothing
+                // to run" and parked, with woken tasks still queued. The reactor cannot see the task
+                // queues, and the task's timer (or completion) that woke it was already consumed, so the
+                // park could sleep with no timeout: a frozen shard. Upstream re-armed the preempt timer
+                // on every poll, so it could only fire here after a 100 ms stall; changes 3 and 9 keep a
+                // pending timer across turns and parks, so it fires here whenever a quantum ends between
+                // the poll and this check. Queued tasks now count as work: the loop polls again
+                // (consuming the preemption) and runs them.
+                ran |= !self.queues.borrow().active_executors.is_empty();
                 break;
             }
             if !self.run_one_task_queue() {
