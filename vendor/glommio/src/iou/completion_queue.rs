@@ -29,6 +29,23 @@ impl<'ring> CompletionQueue<'ring> {
 
     /// Returns the next CQE if any are available.
     pub fn peek_for_cqe(&mut self) -> Option<CQE> {
+        // Prism patch (change 13): an empty queue is answered here, with the two loads liburing's
+        // `__io_uring_peek_cqe` starts with, instead of through three C calls (~48 instructions). The
+        // reactor peeks each ring at every turn, ~55 times per forwarded request, and nearly all find it
+        // empty. An overflow (completions the kernel holds back until it is entered) still goes the long
+        // way, which flushes them.
+        // SAFETY: the ring's CQ pointers stay valid while the ring lives; the tail is written by the
+        // kernel, hence the acquire load, and the head only by this thread.
+        unsafe {
+            let ring = self.ring.as_ptr();
+            let tail = (*((*ring).cq.ktail as *const std::sync::atomic::AtomicU32))
+                .load(std::sync::atomic::Ordering::Acquire);
+            if tail == *(*ring).cq.khead
+                && ptr::read_volatile((*ring).sq.kflags) & uring_sys::IORING_SQ_CQ_OVERFLOW == 0
+            {
+                return None;
+            }
+        }
         unsafe {
             let mut cqe = MaybeUninit::uninit();
             uring_sys::io_uring_peek_cqe(self.ring.as_ptr(), cqe.as_mut_ptr());

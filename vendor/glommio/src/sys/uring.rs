@@ -896,9 +896,11 @@ impl UringCommon for PollRing {
     }
 
     fn consume_one_event(&mut self) -> Option<bool> {
+        // Prism patch (change 13): nothing to do for an empty queue, not even the source map's refcount.
+        let cqe = self.ring.peek_for_cqe()?;
         let source_map = self.source_map.clone();
         process_one_event(
-            self.ring.peek_for_cqe(),
+            Some(cqe),
             |_| None,
             |mut src, res| {
                 record_stats(self, &mut src, &res);
@@ -1282,9 +1284,11 @@ impl UringCommon for SleepableRing {
     }
 
     fn consume_one_event(&mut self) -> Option<bool> {
+        // Prism patch (change 13): nothing to do for an empty queue, not even the source map's refcount.
+        let cqe = self.ring.peek_for_cqe()?;
         let source_map = self.source_map.clone();
         process_one_event(
-            self.ring.peek_for_cqe(),
+            Some(cqe),
             |source| match source.source_type {
                 SourceType::LinkRings => Some(()),
                 _ => None,
