@@ -4,6 +4,8 @@
 # Stable run to run on noisy machines, unlike wall-clock figures. See perf/README.md.
 #
 # Usage: perf/callgrind.sh          (env: N=2000 WARM=500 CONC=1 SKIP_BUILD=1 OUT=dir PROXY_CPU=0 LOAD_CPU=1)
+#        TARGET=floor perf/callgrind.sh   the same count for the floor (examples/floor_forwarder.rs), so
+#                                         Prism's own share is the difference
 # Output: the figures on stdout; dumps and callgrind_annotate listings under $OUT
 #         (default target/perf/callgrind-<time>/).
 #
@@ -46,12 +48,15 @@ trap 'exit 130' INT TERM
 command -v valgrind >/dev/null || die "valgrind not installed (apt-get install -y valgrind)"
 UPSTREAM_BIN="$ROOT/target/perf/fast_upstream"
 PRISM_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"
+FLOOR_BIN="${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}"
+export TARGET=${TARGET:-prism}
+[[ "$TARGET" == prism || "$TARGET" == floor ]] || die "TARGET is prism or floor"
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   mkdir -p "$ROOT/target/perf"
   rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"
-  (cd "$ROOT" && cargo build --release --bin prism) >&2
+  (cd "$ROOT" && cargo build --release --bin prism && cargo build --release --example floor_forwarder) >&2
 fi
-[[ -x "$PRISM_BIN" && -x "$UPSTREAM_BIN" ]] || die "missing binaries (run without SKIP_BUILD)"
+[[ -x "$PRISM_BIN" && -x "$FLOOR_BIN" && -x "$UPSTREAM_BIN" ]] || die "missing binaries (run without SKIP_BUILD)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -77,8 +82,14 @@ chain_id = 4663
   url = "http://127.0.0.1:$UP_PORT"
 EOF
 sleep 0.2
+if [[ "$TARGET" == floor ]]; then
+  cp "$FLOOR_BIN" "$RUN/fwd"
+  PROXY_CMD=("$RUN/fwd" "127.0.0.1:$PR_PORT" "127.0.0.1:$UP_PORT")
+else
+  PROXY_CMD=("$RUN/rpc-proxy" serve --config "$RUN/config.toml")
+fi
 taskset -c "$PROXY_CPU" valgrind --tool=callgrind --separate-threads=yes --dump-instr=no \
-  --callgrind-out-file="$RUN/callgrind.out" "$RUN/rpc-proxy" serve --config "$RUN/config.toml" >"$OUT/proxy.log" 2>&1 &
+  --callgrind-out-file="$RUN/callgrind.out" "${PROXY_CMD[@]}" >"$OUT/proxy.log" 2>&1 &
 VG=$!
 STARTED=("$VG" "${STARTED[@]}") # stop prism before its upstream
 for i in $(seq 120); do
@@ -87,8 +98,8 @@ for i in $(seq 120); do
   kill -0 "$VG" 2>/dev/null || { tail -20 "$OUT/proxy.log" >&2; die "prism exited under valgrind"; }
   sleep 0.5
 done
-[[ "$out" == *'"result":"0x1"'* ]] || { tail -20 "$OUT/proxy.log" >&2; die "prism under callgrind did not answer"; }
-log "prism (valgrind pid $VG) answers on $PR_PORT"
+[[ "$out" == *'"result":"0x1"'* ]] || { tail -20 "$OUT/proxy.log" >&2; die "$TARGET under callgrind did not answer"; }
+log "$TARGET (valgrind pid $VG) answers on $PR_PORT"
 
 client() { taskset -c "$LOAD_CPU" python3 "$ROOT/perf/rpc_client.py" "$PR_PORT" "$1" "$CONC"; }
 ctl() { timeout 60 callgrind_control "$@" "$VG" >/dev/null 2>&1 || die "callgrind_control $* failed (is the process stuck in io_uring_enter?)"; }
@@ -141,7 +152,9 @@ I = {tid(f): total(f) for f in idle}
 gross = sum(L.values())
 idle_rate = sum(I.values()) / idle_s
 net = gross - idle_rate * load_s
-print(f"callgrind: {n} requests through Prism (1 shard) in {load_s:.2f}s under callgrind")
+import os
+who = "the floor" if os.environ.get("TARGET") == "floor" else "Prism (1 shard)"
+print(f"callgrind: {n} requests through {who} in {load_s:.2f}s under callgrind")
 print(f"  instructions per forwarded request, all threads: {gross / n:,.0f} Ir   [target ≤ 50,000]")
 print(f"  minus idle background (timers, other threads; {idle_rate:,.0f} Ir/s): {net / n:,.0f} Ir")
 for t in sorted(L, key=lambda k: -L[k]):
