@@ -1145,6 +1145,22 @@ impl SleepableRing {
             0,
             "sleeping with pending SQEs"
         );
+        // Prism patch (change 14): the link poll is one source kept by the reactor. Once armed it stays
+        // armed until the latency ring has a completion; until then a sleep only waits. Upstream armed a
+        // new poll, with a new source, on every sleep and left the old one armed, so between two latency
+        // completions (up to a quantum apart) the polls piled up, one per sleep, and all completed at once.
+        if link.inner.borrow().enqueued.is_some() {
+            let waited = match timeout {
+                Some(timeout) => self.ring.submit_sqes_and_wait_until(1, timeout),
+                None => self.ring.submit_sqes_and_wait(1),
+            };
+            return waited
+                .map(|n| n as usize)
+                .or_else(Reactor::busy_ok)
+                .or_else(Reactor::again_ok)
+                .or_else(Reactor::intr_ok)
+                .or_else(Reactor::time_ok);
+        }
         if let Some(mut sqe) = self.ring.sq().prepare_sqe() {
             let sqe_ptr = unsafe { sqe.raw_mut() as *mut _ };
             let op = UringDescriptor {
@@ -1360,7 +1376,9 @@ pub(crate) struct Reactor {
     latency_preemption_timeout_src: Cell<Option<(Source, Duration)>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
-    link_fd: RawFd,
+    // Prism patch (change 14): the poll that wakes a sleep on the main ring when the latency ring has a
+    // completion (on `link_fd`, the latency ring's fd). Kept, and re-armed only once it has fired.
+    link_src: Source,
 
     // This keeps the `eventfd` alive. Drop will close it when we're done
     notifier: Arc<sys::SleepNotifier>,
@@ -1507,7 +1525,7 @@ impl Reactor {
             latency_preemption_timeout_src: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
-            link_fd,
+            link_src: Source::new(IoRequirements::default(), link_fd, SourceType::LinkRings, None, None),
             notifier,
             eventfd_src,
             source_map,
@@ -1887,6 +1905,15 @@ impl Reactor {
         }
     }
 
+    /// Prism patch (change 14): a wait bounded by a timeout that submits nothing ends with `ETIME` when
+    /// the timeout passes first. That is a wakeup like any other.
+    fn time_ok<T: Default>(x: std::io::Error) -> io::Result<T> {
+        match x.raw_os_error() {
+            Some(libc::ETIME) => Ok(Default::default()),
+            _ => Err(x),
+        }
+    }
+
     /// We want to go to sleep, but we can only go to sleep in one of the rings,
     /// as we only have one thread. There are more than one sleepable rings, so
     /// what we do is we take advantage of the fact that the ring's `ring_fd` is
@@ -1895,14 +1922,8 @@ impl Reactor {
     /// We may not be able to register an `SQE` at this point, so we return an
     /// Error and will just not sleep.
     fn link_rings_and_sleep(&self, ring: &mut SleepableRing, timeout: Option<Duration>) -> io::Result<()> {
-        let link_rings = Source::new(
-            IoRequirements::default(),
-            self.link_fd,
-            SourceType::LinkRings,
-            None,
-            None,
-        );
-        ring.sleep(&link_rings, timeout).or_else(Self::busy_ok).map(|_| {})
+        // Prism patch (change 14): one link source for the reactor's life (see `SleepableRing::sleep`).
+        ring.sleep(&self.link_src, timeout).or_else(Self::busy_ok).map(|_| {})
     }
 
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
