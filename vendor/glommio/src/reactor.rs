@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ahash::AHashMap;
+// Prism patch (change 15): `ahash::AHashMap` is no longer used here (the timers lost their ID map).
 use log::error;
 use nix::sys::socket::{MsgFlags, SockaddrLike, SockaddrStorage};
 use smallvec::SmallVec;
@@ -79,13 +79,17 @@ impl SharedChannels {
 
 struct Timers {
     timer_id: u64,
-    timers_by_id: AHashMap<u64, Instant>,
 
     /// An ordered map of registered timers.
     ///
     /// Timers are in the order in which they fire. The `u64` in this type is
     /// a timer ID used to distinguish timers that fire at the same time.
     /// The [`Waker`] represents the task awaiting the timer.
+    ///
+    /// Prism patch (change 15): upstream also kept a hash map from ID to expiry, so a timer could be
+    /// removed by ID alone: a hash insert and a hash remove for every timer, on top of the tree's. Every
+    /// caller knows the expiry it registered, so it passes it; only `TimerActionRepeat::destroy`, which
+    /// does not, searches the tree (rare, and the timer's own drop removes it anyway).
     timers: BTreeMap<(Instant, u64), Waker>,
 }
 
@@ -93,7 +97,6 @@ impl Timers {
     fn new() -> Timers {
         Timers {
             timer_id: 0,
-            timers_by_id: AHashMap::new(),
             timers: BTreeMap::new(),
         }
     }
@@ -103,19 +106,18 @@ impl Timers {
         self.timer_id
     }
 
-    fn remove(&mut self, id: u64) -> Option<Waker> {
-        if let Some(when) = self.timers_by_id.remove(&id) {
-            return self.timers.remove(&(when, id));
-        }
-
-        None
+    fn remove(&mut self, id: u64, when: Instant) -> Option<Waker> {
+        self.timers.remove(&(when, id))
     }
 
+    fn remove_by_id(&mut self, id: u64) -> Option<Waker> {
+        let key = *self.timers.keys().find(|(_, i)| *i == id)?;
+        self.timers.remove(&key)
+    }
+
+    /// Registers the timer, or replaces its waker when it is registered already with this expiry. A
+    /// timer that changes its expiry removes the old one first (`Timer::reset`).
     fn insert(&mut self, id: u64, when: Instant, waker: Waker) {
-        if let Some(when) = self.timers_by_id.get_mut(&id) {
-            self.timers.remove(&(*when, id));
-        }
-        self.timers_by_id.insert(id, when);
         self.timers.insert((when, id), waker);
     }
 
@@ -831,10 +833,16 @@ impl Reactor {
         timers.insert(id, when, waker);
     }
 
-    /// Deregisters a timer from the reactor.
-    pub(crate) fn remove_timer(&self, id: u64) -> Option<Waker> {
+    /// Deregisters a timer from the reactor: the ID and the expiry it was registered with.
+    pub(crate) fn remove_timer(&self, id: u64, when: Instant) -> Option<Waker> {
         let mut timers = self.timers.borrow_mut();
-        timers.remove(id)
+        timers.remove(id, when)
+    }
+
+    /// Prism patch (change 15): deregisters a timer whose expiry the caller does not know (a search).
+    pub(crate) fn remove_timer_by_id(&self, id: u64) -> Option<Waker> {
+        let mut timers = self.timers.borrow_mut();
+        timers.remove_by_id(id)
     }
 
     pub(crate) fn timer_exists(&self, id: &(Instant, u64)) -> bool {

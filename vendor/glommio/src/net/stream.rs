@@ -195,15 +195,15 @@ impl Timeout {
     }
 
     fn cancel_timer(&self, reactor: &Reactor) {
-        if self.timer.take().is_some() {
-            reactor.remove_timer(self.id);
+        if let Some(deadline) = self.timer.take() {
+            reactor.remove_timer(self.id, deadline);
         }
     }
 
     fn check(&self, reactor: &Reactor) -> io::Result<()> {
         if let Some(deadline) = self.timer.get() {
             if !reactor.timer_exists(&(deadline, self.id)) {
-                reactor.remove_timer(self.id);
+                reactor.remove_timer(self.id, deadline);
                 self.timer.take();
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,

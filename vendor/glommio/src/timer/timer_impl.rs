@@ -33,7 +33,7 @@ impl Inner {
         let mut waker = None;
         if self.is_charged {
             // Deregister the timer from the reactor.
-            waker = self.reactor.upgrade().unwrap().remove_timer(self.id);
+            waker = self.reactor.upgrade().unwrap().remove_timer(self.id, self.when);
         }
 
         // Update the timeout.
@@ -153,7 +153,7 @@ impl Drop for Timer {
             // if that is the case then reactor already removed the timer, and we do not
             // need to do anything
             if let Some(reactor) = inner.reactor.upgrade() {
-                reactor.remove_timer(inner.id);
+                reactor.remove_timer(inner.id, inner.when);
             }
         }
     }
@@ -167,7 +167,7 @@ impl Future for Timer {
 
         if Instant::now() >= inner.when {
             // Deregister the timer from the reactor if needed
-            inner.reactor.upgrade().unwrap().remove_timer(inner.id);
+            inner.reactor.upgrade().unwrap().remove_timer(inner.id, inner.when);
             Poll::Ready(inner.when)
         } else {
             // Register the timer in the reactor.
@@ -452,10 +452,11 @@ impl<T: 'static> TimerActionOnce<T> {
     /// [`cancel`]: struct.TimerActionOnce.html#method.cancel
     /// [`join`]: struct.TimerActionOnce.html#method.join
     pub fn destroy(&self) {
-        self.reactor
-            .upgrade()
-            .unwrap()
-            .remove_timer(self.inner.borrow().id);
+        let (id, when) = {
+            let inner = self.inner.borrow();
+            (inner.id, inner.when)
+        };
+        self.reactor.upgrade().unwrap().remove_timer(id, when);
         self.handle.cancel();
     }
 
@@ -704,7 +705,7 @@ impl TimerActionRepeat {
     /// [`cancel`]: struct.TimerActionRepeat.html#method.cancel
     /// [`join`]: struct.TimerActionRepeat.html#method.join
     pub fn destroy(&self) {
-        self.reactor.upgrade().unwrap().remove_timer(self.timer_id);
+        self.reactor.upgrade().unwrap().remove_timer_by_id(self.timer_id);
         self.handle.cancel();
     }
 
