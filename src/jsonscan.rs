@@ -147,7 +147,7 @@ struct Open {
 
 impl Open {
     fn push(&mut self, object: bool) {
-        if self.depth > 0 && self.depth % 64 == 0 {
+        if self.depth > 0 && self.depth.is_multiple_of(64) {
             self.spill.push(self.inline);
             self.inline = 0;
         }
@@ -163,7 +163,7 @@ impl Open {
     fn pop(&mut self) {
         self.inline >>= 1;
         self.depth -= 1;
-        if self.depth > 0 && self.depth % 64 == 0 {
+        if self.depth > 0 && self.depth.is_multiple_of(64) {
             self.inline = self.spill.pop().unwrap_or(0);
         }
     }

@@ -39,7 +39,7 @@ impl Chain {
                 for f in &fakes {
                     f.set_head(head);
                 }
-                if tick % 50 == 0 {
+                if tick.is_multiple_of(50) {
                     let lagger = (tick / 50) as usize % fakes.len();
                     for (k, f) in fakes.iter().enumerate() {
                         f.set_mode(match (jitter, k == lagger) {

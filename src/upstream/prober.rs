@@ -44,7 +44,7 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
             check_chain(route, i, id).await;
         }
         // Tags before the head, so an honest provider's tags are never above the head it reports next.
-        if !route.solana && round % TAG_EVERY == 0 {
+        if !route.solana && round.is_multiple_of(TAG_EVERY) {
             id += 2;
             probe_tags(route, i, id).await;
         }

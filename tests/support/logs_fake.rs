@@ -172,9 +172,9 @@ fn serve(inner: &Inner, stream: TcpStream) {
 fn logs_in(b: u64) -> u64 {
     if (5000..5100).contains(&b) {
         20
-    } else if b % 4 == 0 {
+    } else if b.is_multiple_of(4) {
         2
-    } else if b % 7 == 0 {
+    } else if b.is_multiple_of(7) {
         1
     } else {
         0
@@ -293,7 +293,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -204,7 +204,7 @@ impl Ledger {
 pub fn keccak_hex(raw: &str) -> Option<String> {
     use tiny_keccak::{Hasher, Keccak};
     let hex = raw.strip_prefix("0x").unwrap_or(raw);
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..hex.len())
