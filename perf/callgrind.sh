@@ -47,16 +47,18 @@ trap 'exit 130' INT TERM
 
 command -v valgrind >/dev/null || die "valgrind not installed (apt-get install -y valgrind)"
 UPSTREAM_BIN="$ROOT/target/perf/fast_upstream"
-PRISM_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"
-FLOOR_BIN="${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}"
 export TARGET=${TARGET:-prism}
-[[ "$TARGET" == prism || "$TARGET" == floor ]] || die "TARGET is prism or floor"
+case "$TARGET" in
+  prism) PROXY_BIN="${PRISM_BIN:-$ROOT/target/release/prism}"; BUILD=(--bin prism) ;;
+  floor) PROXY_BIN="${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}"; BUILD=(--example floor_forwarder) ;;
+  *) die "TARGET is prism or floor" ;;
+esac
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   mkdir -p "$ROOT/target/perf"
   rustc --edition 2021 -C opt-level=3 -C debuginfo=1 "$ROOT/examples/fast_upstream.rs" -o "$UPSTREAM_BIN"
-  (cd "$ROOT" && cargo build --release --bin prism && cargo build --release --example floor_forwarder) >&2
+  (cd "$ROOT" && cargo build --release "${BUILD[@]}") >&2
 fi
-[[ -x "$PRISM_BIN" && -x "$FLOOR_BIN" && -x "$UPSTREAM_BIN" ]] || die "missing binaries (run without SKIP_BUILD)"
+[[ -x "$PROXY_BIN" && -x "$UPSTREAM_BIN" ]] || die "missing binaries (run without SKIP_BUILD)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -64,7 +66,7 @@ UP_PORT=$(free_port)
 taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$OUT/upstream.log" 2>&1 &
 STARTED+=($!)
 PR_PORT=$(free_port)
-cp "$PRISM_BIN" "$RUN/rpc-proxy"
+cp "$PROXY_BIN" "$RUN/rpc-proxy"
 cat >"$RUN/config.toml" <<EOF
 [server]
 listen = "127.0.0.1:$PR_PORT"
@@ -83,8 +85,7 @@ chain_id = 4663
 EOF
 sleep 0.2
 if [[ "$TARGET" == floor ]]; then
-  cp "$FLOOR_BIN" "$RUN/fwd"
-  PROXY_CMD=("$RUN/fwd" "127.0.0.1:$PR_PORT" "127.0.0.1:$UP_PORT")
+  PROXY_CMD=("$RUN/rpc-proxy" "127.0.0.1:$PR_PORT" "127.0.0.1:$UP_PORT")
 else
   PROXY_CMD=("$RUN/rpc-proxy" serve --config "$RUN/config.toml")
 fi

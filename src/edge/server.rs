@@ -190,10 +190,10 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             }
             // Boxed: answering takes a 5 KB future, and inline it would be part of every connection's task
             // for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken per
-            // request and given back after, as the buffers are. The box copies the whole future in, so keep
-            // rare paths boxed below it (dial, the hedge): -Zprint-type-sizes shows the sizes. The box is
-            // taken before the future is made, so the future is built in it, not built on the stack and
-            // then copied in (`Box::pin(f)` copied all 5 KB, ~500 instructions a request).
+            // request and given back after, as the buffers are; keep rare paths boxed below it (dial, the
+            // hedge) so the box stays small: -Zprint-type-sizes shows the sizes. The box is taken before
+            // the future is made, so the future is built in it (`Box::pin(f)` built it on the stack and
+            // copied all 5 KB in, ~500 instructions a request).
             let answering = Box::write(Box::new_uninit(), self.respond(&head, &body, keep_alive));
             let keep_alive = Box::into_pin(answering).await && keep_alive;
             if let Some(up) = self.upgrade.take() {

@@ -202,8 +202,9 @@ impl Timeout {
 
     fn check(&self, reactor: &Reactor) -> io::Result<()> {
         if let Some(deadline) = self.timer.get() {
+            // Prism patch (change 15): a timer no longer registered has fired and left the map; there is
+            // nothing to remove (upstream removed it again to clear its ID map).
             if !reactor.timer_exists(&(deadline, self.id)) {
-                reactor.remove_timer(self.id, deadline);
                 self.timer.take();
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,

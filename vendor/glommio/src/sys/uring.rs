@@ -569,52 +569,50 @@ fn extract_one_chain(
 }
 
 fn process_one_event<F, R>(
-    cqe: Option<iou::CQE>,
+    value: iou::CQE,
     try_process: F,
     post_process: R,
     source_map: Rc<RefCell<SourceMap>>,
-) -> Option<bool>
+) -> bool
 where
     F: FnOnce(Ref<'_, InnerSource>) -> Option<()>,
     R: FnOnce(RefMut<'_, InnerSource>, io::Result<usize>) -> io::Result<usize>,
 {
-    if let Some(value) = cqe {
-        // No user data is `POLL_REMOVE` or `CANCEL`, we won't process.
-        if value.user_data() == 0 {
-            return Some(false);
-        }
-
-        let src = source_map
-            .borrow_mut()
-            .consume_source(from_user_data(value.user_data()));
-
-        let result = value.result();
-
-        // Prism patch: a completion that took a provided buffer says which; the source owns it from
-        // here on and gives it back to the ring when dropped.
-        let flags = value.raw_flags();
-        if flags & IORING_CQE_F_BUFFER != 0 {
-            if let SourceType::SockRecvProvided(recv) = &mut src.borrow_mut().source_type {
-                recv.bid = Some((flags >> IORING_CQE_BUFFER_SHIFT) as u16);
-            }
-        }
-
-        let mut woke = false;
-        if try_process(src.borrow()).is_none() {
-            let res = Some(post_process(src.borrow_mut(), transmute_error(result)));
-            let mut inner_source = src.borrow_mut();
-            inner_source.wakers.result = res;
-            // Prism patch: the kernel is done with a send's bytes. Free them now rather than when the
-            // source is dropped: a stream keeps its last queued write until it next writes or reads
-            // (net/stream.rs), which for a connection gone idle after its answer may be much later.
-            if matches!(inner_source.source_type, SourceType::SockSend(_)) {
-                inner_source.source_type = SourceType::SockSendDone;
-            }
-            woke = inner_source.wakers.wake_waiters();
-        }
-        return Some(woke);
+    // Prism patch (change 13): callers peek first and call this only with a completion in hand.
+    // No user data is `POLL_REMOVE` or `CANCEL`, we won't process.
+    if value.user_data() == 0 {
+        return false;
     }
-    None
+
+    let src = source_map
+        .borrow_mut()
+        .consume_source(from_user_data(value.user_data()));
+
+    let result = value.result();
+
+    // Prism patch: a completion that took a provided buffer says which; the source owns it from
+    // here on and gives it back to the ring when dropped.
+    let flags = value.raw_flags();
+    if flags & IORING_CQE_F_BUFFER != 0 {
+        if let SourceType::SockRecvProvided(recv) = &mut src.borrow_mut().source_type {
+            recv.bid = Some((flags >> IORING_CQE_BUFFER_SHIFT) as u16);
+        }
+    }
+
+    let mut woke = false;
+    if try_process(src.borrow()).is_none() {
+        let res = Some(post_process(src.borrow_mut(), transmute_error(result)));
+        let mut inner_source = src.borrow_mut();
+        inner_source.wakers.result = res;
+        // Prism patch: the kernel is done with a send's bytes. Free them now rather than when the
+        // source is dropped: a stream keeps its last queued write until it next writes or reads
+        // (net/stream.rs), which for a connection gone idle after its answer may be much later.
+        if matches!(inner_source.source_type, SourceType::SockSend(_)) {
+            inner_source.source_type = SourceType::SockSendDone;
+        }
+        woke = inner_source.wakers.wake_waiters();
+    }
+    woke
 }
 
 const IORING_CQE_F_BUFFER: u32 = 1;
@@ -905,19 +903,17 @@ impl UringCommon for PollRing {
         // Prism patch (change 13): nothing to do for an empty queue, not even the source map's refcount.
         let cqe = self.ring.peek_for_cqe()?;
         let source_map = self.source_map.clone();
-        process_one_event(
-            Some(cqe),
+        let woke = process_one_event(
+            cqe,
             |_| None,
             |mut src, res| {
                 record_stats(self, &mut src, &res);
                 res
             },
             source_map,
-        )
-        .map(|x| {
-            self.in_kernel -= 1;
-            x
-        })
+        );
+        self.in_kernel -= 1;
+        Some(woke)
     }
 
     fn submit_one_event(&mut self, queue: &mut VecDeque<UringDescriptor>) -> Option<bool> {
@@ -1142,6 +1138,22 @@ impl SleepableRing {
         self.ring.raw().features & uring_sys::IORING_FEAT_EXT_ARG != 0
     }
 
+    /// Prism patch: submits what is prepared and waits, in one `io_uring_enter`, for a completion or
+    /// until `timeout`; returns how many SQEs went in. A wait cut short (the ring busy, the completion
+    /// queue full, a signal, the timeout) is a wakeup, not an error.
+    fn submit_and_wait_one(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let entered = match timeout {
+            Some(timeout) => self.ring.submit_sqes_and_wait_until(1, timeout),
+            None => self.ring.submit_sqes_and_wait(1),
+        };
+        entered
+            .map(|n| n as usize)
+            .or_else(Reactor::busy_ok)
+            .or_else(Reactor::again_ok)
+            .or_else(Reactor::intr_ok)
+            .or_else(Reactor::time_ok)
+    }
+
     /// Prism patch: `timeout` (only where [`Self::waits_with_timeout`]) bounds the wait itself, so the
     /// next user timer needs no timeout SQE on the latency ring, nor the `io_uring_enter` to submit it
     /// and the one to cancel it after waking.
@@ -1156,16 +1168,7 @@ impl SleepableRing {
         // new poll, with a new source, on every sleep and left the old one armed, so between two latency
         // completions (up to a quantum apart) the polls piled up, one per sleep, and all completed at once.
         if link.inner.borrow().enqueued.is_some() {
-            let waited = match timeout {
-                Some(timeout) => self.ring.submit_sqes_and_wait_until(1, timeout),
-                None => self.ring.submit_sqes_and_wait(1),
-            };
-            return waited
-                .map(|n| n as usize)
-                .or_else(Reactor::busy_ok)
-                .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok)
-                .or_else(Reactor::time_ok);
+            return self.submit_and_wait_one(timeout);
         }
         if let Some(mut sqe) = self.ring.sq().prepare_sqe() {
             let sqe_ptr = unsafe { sqe.raw_mut() as *mut _ };
@@ -1192,15 +1195,7 @@ impl SleepableRing {
             // Prism patch: the link SQE is submitted and the wait begun in one io_uring_enter; upstream
             // submitted, then entered again to wait, two system calls per sleep. The kernel waits only
             // when everything was submitted, and then reports the submission whatever ends the wait.
-            let submitted = match timeout {
-                Some(timeout) => self.ring.submit_sqes_and_wait_until(1, timeout),
-                None => self.ring.submit_sqes_and_wait(1),
-            };
-            let submitted = submitted
-                .map(|n| n as usize)
-                .or_else(Reactor::busy_ok)
-                .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok)?;
+            let submitted = self.submit_and_wait_one(timeout)?;
             self.in_kernel += submitted;
             if submitted != 1 {
                 // We failed to submit the `SQE` that links the rings. Just can't sleep.
@@ -1309,8 +1304,8 @@ impl UringCommon for SleepableRing {
         // Prism patch (change 13): nothing to do for an empty queue, not even the source map's refcount.
         let cqe = self.ring.peek_for_cqe()?;
         let source_map = self.source_map.clone();
-        process_one_event(
-            Some(cqe),
+        let woke = process_one_event(
+            cqe,
             |source| match source.source_type {
                 SourceType::LinkRings => Some(()),
                 _ => None,
@@ -1323,11 +1318,9 @@ impl UringCommon for SleepableRing {
                 res
             },
             source_map,
-        )
-        .map(|x| {
-            self.in_kernel -= 1;
-            x
-        })
+        );
+        self.in_kernel -= 1;
+        Some(woke)
     }
 
     fn submit_one_event(&mut self, queue: &mut VecDeque<UringDescriptor>) -> Option<bool> {
