@@ -1,5 +1,6 @@
 //! The glommio boundary. Everything else sees shards, sockets, timers and a shutdown signal, not glommio.
 
+mod deadlines;
 pub mod hangup;
 pub mod queue;
 pub mod shards;

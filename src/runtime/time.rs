@@ -1,7 +1,10 @@
-//! Timers on the shard's ring. Deadlines are `Instant`s so a request's budget is computed once.
+//! Timers of the shard. Deadlines are `Instant`s so a request's budget is computed once; all of a shard's
+//! share one glommio timer (`deadlines.rs`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+use super::deadlines::Deadline;
 
 /// The deadline passed before the future finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -9,24 +12,21 @@ use std::time::{Duration, Instant};
 pub struct Elapsed;
 
 pub async fn sleep(d: Duration) {
-    glommio::timer::sleep(d).await;
+    Deadline::at(Instant::now() + d).await;
 }
 
 /// Races `fut` against `deadline`. A deadline already past still polls `fut` once first, so work that is
 /// ready is never thrown away.
 pub async fn timeout_at<T>(deadline: Instant, fut: impl Future<Output = T>) -> Result<T, Elapsed> {
-    // Most writes (and reads of data already queued) finish on the first poll: only arm a timer when the
-    // work actually has to wait. A timer is a reactor registration and a removal, on every request.
+    // Most writes (and reads of data already queued) finish on the first poll: only arm a deadline when the
+    // work actually has to wait.
     let mut fut = std::pin::pin!(fut);
     if let Some(done) = futures_lite::future::poll_once(&mut fut).await {
         return Ok(done);
     }
     let work = async { Ok(fut.await) };
     let timer = async {
-        let now = Instant::now();
-        if deadline > now {
-            glommio::timer::Timer::new(deadline - now).await;
-        }
+        Deadline::at(deadline).await;
         Err(Elapsed)
     };
     futures_lite::future::or(work, timer).await
