@@ -521,6 +521,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         if self.write || self.never_retry || self.info.kind != Kind::Read || !hedging.covers(self.info.family) {
             return None;
         }
+        // No provider of another operator that this call may still use: a hedge has nowhere to go, so the
+        // timer that would wait for it is not armed (one network with one provider pays nothing for hedging).
+        let n = self.route.upstreams.len().min(ProviderId::MAX);
+        let everyone = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let out = self.ask.exclude | i.bit() | super::hedge::same_operator(&self.route.operators, i);
+        if everyone & !out == 0 {
+            return None;
+        }
         hedging.delay(&self.route.live.health.load(), i, self.info.family)
     }
 
