@@ -2,15 +2,22 @@
 
 /// Appends a complete `POST` request for `body` to `out`.
 pub fn write_post(out: &mut Vec<u8>, path: &str, host_header: &str, body: &[u8]) {
-    out.reserve(128 + path.len() + host_header.len() + body.len());
+    const AFTER_HOST: &[u8] = concat!(
+        "\r\nContent-Type: application/json\r\nAccept: application/json\r\nUser-Agent: prism/",
+        env!("CARGO_PKG_VERSION"),
+        "\r\nContent-Length: "
+    )
+    .as_bytes();
+    let mut len = itoa::Buffer::new();
+    let len = len.format(body.len()).as_bytes();
+    // Sized exactly: one allocation per request, never a second one to grow it.
+    out.reserve(5 + path.len() + 17 + host_header.len() + AFTER_HOST.len() + len.len() + 4 + body.len());
     out.extend_from_slice(b"POST ");
     out.extend_from_slice(path.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(host_header.as_bytes());
-    out.extend_from_slice(b"\r\nContent-Type: application/json\r\nAccept: application/json\r\nUser-Agent: prism/");
-    out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-    out.extend_from_slice(b"\r\nContent-Length: ");
-    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    out.extend_from_slice(AFTER_HOST);
+    out.extend_from_slice(len);
     out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(body);
 }
