@@ -188,14 +188,13 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 self.out = self.shard.spare_out.take();
                 self.out.clear();
             }
-            // Boxed: answering takes a 5 KB future, and inline it would be part of every connection's task
-            // for the connection's whole life, idle or not (perf/idle_clients.py). Boxed it is taken per
-            // request and given back after, as the buffers are; keep rare paths boxed below it (dial, the
-            // hedge) so the box stays small: -Zprint-type-sizes shows the sizes. The box is taken before
-            // the future is made, so the future is built in it (`Box::pin(f)` built it on the stack and
-            // copied all 5 KB in, ~500 instructions a request).
-            let answering = Box::write(Box::new_uninit(), self.respond(&head, &body, keep_alive));
-            let keep_alive = Box::into_pin(answering).await && keep_alive;
+            // On the heap: answering takes a 5 KB future, and inline it would be part of every connection's
+            // task for the connection's whole life, idle or not (perf/idle_clients.py). Its home is taken
+            // from the shard per request and given back after, as the buffers are (a fresh box each time
+            // took malloc's slow path: it is too large for the thread cache); keep rare paths boxed below
+            // it (dial, the hedge) so it stays small: -Zprint-type-sizes shows the sizes.
+            let shard = self.shard;
+            let keep_alive = shard.answer_homes.pin(self.respond(&head, &body, keep_alive)).await && keep_alive;
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));

@@ -54,6 +54,8 @@ pub struct Shard {
     pub spare_in: SpareBufs,
     /// Answer buffers idle connections gave back.
     pub spare_out: SpareBufs,
+    /// Homes for the future that answers a request (`edge::server`), between requests.
+    pub answer_homes: crate::runtime::SpareBoxes,
 }
 
 impl Shard {
@@ -82,6 +84,7 @@ impl Shard {
             recorder,
             spare_in: Default::default(),
             spare_out: Default::default(),
+            answer_homes: Default::default(),
         }
     }
 

@@ -5,6 +5,7 @@ pub mod hangup;
 pub mod queue;
 pub mod shards;
 mod shutdown;
+mod spare_box;
 mod time;
 
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod park_tests;
 
 pub use shards::{run_shards, ShardId, ShardPlacement};
 pub use shutdown::Shutdown;
+pub use spare_box::{Recycled, SpareBoxes};
 pub use time::{sleep, timeout_at, Elapsed};
 
 /// Sockets of the shard's own io_uring ring.
