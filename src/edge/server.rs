@@ -194,7 +194,8 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             // took malloc's slow path: it is too large for the thread cache); keep rare paths boxed below
             // it (dial, the hedge) so it stays small: -Zprint-type-sizes shows the sizes.
             let shard = self.shard;
-            let keep_alive = shard.answer_homes.pin(self.respond(&head, &body, keep_alive)).await && keep_alive;
+            let answering = shard.answer_homes.pin_with(|| self.respond(&head, &body, keep_alive));
+            let keep_alive = answering.await && keep_alive;
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));

@@ -24,8 +24,9 @@ pub struct SpareBoxes {
 }
 
 impl SpareBoxes {
-    /// `future`, pinned on the heap in a kept allocation when one fits.
-    pub fn pin<F: Future>(&self, future: F) -> Recycled<'_, F> {
+    /// The future `make` returns, pinned on the heap in a kept allocation when one fits. Made by a closure
+    /// so it is built in its home, not on the stack and copied there (~500 instructions for 5 KB).
+    pub fn pin_with<F: Future>(&self, make: impl FnOnce() -> F) -> Recycled<'_, F> {
         let layout = Layout::new::<F>();
         let home = if layout.size() == 0 {
             NonNull::<F>::dangling()
@@ -47,7 +48,7 @@ impl SpareBoxes {
         };
         // SAFETY: `home` is valid for writes of one `F` (allocated with its layout, or dangling for a
         // zero-sized `F`) and holds no live value.
-        unsafe { home.as_ptr().write(future) };
+        unsafe { home.as_ptr().write(make()) };
         Recycled {
             home,
             boxes: self,
@@ -136,7 +137,7 @@ mod tests {
         let mut homes = Vec::new();
         for i in 0..10u32 {
             let probe = Probe(drops.clone(), [7; 4096]);
-            let f = boxes.pin(async move {
+            let f = boxes.pin_with(|| async move {
                 futures_lite::future::yield_now().await;
                 i + probe.1[4095] as u32
             });
@@ -156,7 +157,7 @@ mod tests {
         let boxes = SpareBoxes::default();
         let drops = Rc::new(Cell::new(0));
         let probe = Probe(drops.clone(), [0; 4096]);
-        let mut f = boxes.pin(async move {
+        let mut f = boxes.pin_with(|| async move {
             let _p = probe;
             std::future::pending::<()>().await
         });
@@ -172,16 +173,16 @@ mod tests {
         let many: Vec<_> = (0..KEEP_COUNT + 10)
             .map(|_| {
                 let a = [1u8; 2048];
-                boxes.pin(async move { a[0] })
+                boxes.pin_with(|| async move { a[0] })
             })
             .collect();
         drop(many);
         assert_eq!(boxes.kept(), KEEP_COUNT);
         let b = [2u8; 100];
-        let other = boxes.pin(async move { b[0] });
+        let other = boxes.pin_with(|| async move { b[0] });
         drop(other);
         assert_eq!(boxes.kept(), KEEP_COUNT, "a future of another size is not kept");
-        let zero = boxes.pin(async {});
+        let zero = boxes.pin_with(|| async {});
         futures_lite::future::block_on(zero);
     }
 }
