@@ -242,7 +242,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         let limits = &gen.limits;
         if self.buf.is_empty() {
             let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
-            let shutdown = &self.shard.shutdown;
+            let shutdown = &self.shard.local_shutdown;
             let read = futures_lite::future::or(
                 async {
                     Some(

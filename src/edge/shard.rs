@@ -42,6 +42,8 @@ pub struct Shard {
     gen: RefCell<Rc<Gen>>,
     pub rpc: RpcShard,
     pub shutdown: Shutdown,
+    /// The same shutdown, waited on by this shard's connections alone (no shared list per idle read).
+    pub local_shutdown: crate::runtime::LocalShutdown,
     /// Open client connections across all shards, for `limits.max_connections`.
     pub open_global: Arc<AtomicUsize>,
     /// Open client connections on this shard, for draining.
@@ -77,6 +79,7 @@ impl Shard {
             tls,
             gen: RefCell::new(Rc::new(gen)),
             rpc,
+            local_shutdown: crate::runtime::LocalShutdown::new(shutdown.clone()),
             shutdown,
             open_global,
             open_local: Cell::new(0),

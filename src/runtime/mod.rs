@@ -14,7 +14,7 @@ mod net_tests;
 mod park_tests;
 
 pub use shards::{run_shards, ShardId, ShardPlacement};
-pub use shutdown::Shutdown;
+pub use shutdown::{LocalShutdown, Shutdown};
 pub use spare_box::{Recycled, SpareBoxes};
 pub use time::{sleep, timeout_at, Elapsed};
 
