@@ -38,9 +38,10 @@ pub struct ResponseHead {
 /// Parses the response head at the start of `buf`: `Ok(None)` while incomplete (and under [`MAX_HEAD`]).
 /// Pure, so fuzzing reaches it; never panics, whatever the bytes.
 pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, TransportError> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut resp = httparse::Response::new(&mut headers);
-    match resp.parse(buf) {
+    // Left uninitialised: httparse writes the ones it fills (zeroing 64 headers cost more than parsing a few).
+    let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; 64];
+    let mut resp = httparse::Response::new(&mut []);
+    match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, &mut headers) {
         Ok(httparse::Status::Complete(n)) => {
             let status = resp.code.unwrap_or(0);
             let http10 = resp.version == Some(0);
