@@ -5,10 +5,11 @@
 //! remove in the reactor and a clock read when armed, and a removal when dropped: about 870 instructions,
 //! ~6 % of a request. Here a deadline is a slab slot and a push onto a min-heap whose new entries are
 //! usually the latest (deadlines are "now + a fixed budget"), so the push does not sift. A deadline that is
-//! dropped before it fires frees its slot and leaves its heap entry behind, stale (its generation no longer
-//! matches); stale entries are discarded when they reach the top, or all at once when they outnumber the live
-//! ones. One driver task per shard sleeps on a glommio timer until the earliest entry it saw is due, wakes
-//! what is due, and sleeps again; it is woken early only by a deadline earlier than the one it sleeps for.
+//! dropped before it fires frees its slot and leaves its heap entry behind, stale (its registration number no
+//! longer matches the slot); stale entries are discarded when they reach the top, or all at once when they
+//! outnumber the live ones. One driver task per shard sleeps on a glommio timer until the earliest entry it
+//! saw is due, wakes what is due, and sleeps again; it is woken early only by a deadline earlier than the
+//! one it sleeps for.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -18,11 +19,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use slab::Slab;
+
 /// Completes at its instant (or on its first poll when that is already past).
 pub struct Deadline {
     at: Instant,
-    /// The registered slot and its generation, once the first poll found the instant still ahead.
-    slot: Option<(u32, u32)>,
+    /// The registration, once the first poll found the instant still ahead.
+    slot: Option<Key>,
 }
 
 impl Deadline {
@@ -81,22 +84,28 @@ thread_local! {
 }
 
 enum State {
-    Free,
     Waiting(Waker),
     Fired,
 }
 
 struct Entry {
-    generation: u32,
+    /// This registration's number: a heap entry or a `Deadline` holding another one for the same slot is
+    /// stale (the slot was freed and taken again).
+    seq: u64,
     state: State,
 }
 
+/// A registered deadline: its slot and its registration's number.
+type Key = (usize, u64);
+
 /// The shard's deadlines (one per thread: a shard is one executor on one thread).
 struct Wheel {
-    entries: Vec<Entry>,
-    free: Vec<u32>,
-    /// Earliest first; entries whose generation moved on are stale.
-    heap: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    entries: Slab<Entry>,
+    /// Numbers registrations; never reset, so nothing from before a restart matches after it.
+    next_seq: u64,
+    /// Earliest first; entries whose slot no longer holds that registration are stale.
+    heap: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    /// Entries still waiting (fired ones wait in the slab for their `Deadline`'s next poll).
     live: usize,
     /// The executor whose driver task serves this wheel; another one (a test's next shard on the same
     /// thread) starts afresh.
@@ -120,11 +129,18 @@ enum Wake {
 /// Stale heap entries allowed beyond the live ones before they are swept in one pass.
 const SLACK: usize = 64;
 
+/// Whether `(idx, seq)` is a registration still waiting.
+fn waiting(entries: &Slab<Entry>, idx: usize, seq: u64) -> bool {
+    entries
+        .get(idx)
+        .is_some_and(|e| e.seq == seq && matches!(e.state, State::Waiting(_)))
+}
+
 impl Wheel {
     const fn new() -> Wheel {
         Wheel {
-            entries: Vec::new(),
-            free: Vec::new(),
+            entries: Slab::new(),
+            next_seq: 0,
             heap: BinaryHeap::new(),
             live: 0,
             executor: None,
@@ -135,29 +151,23 @@ impl Wheel {
     }
 
     /// Registers a deadline; also says whether the driver must re-arm for this earlier instant, or start.
-    fn insert(&mut self, at: Instant, waker: &Waker) -> ((u32, u32), Wake) {
+    fn insert(&mut self, at: Instant, waker: &Waker) -> (Key, Wake) {
         let executor = glommio::executor().id();
         let start = self.executor != Some(executor);
         if start {
             self.restart(executor);
         }
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.entries.push(Entry {
-                    generation: 0,
-                    state: State::Free,
-                });
-                (self.entries.len() - 1) as u32
-            }
-        };
-        let e = &mut self.entries[idx as usize];
-        e.state = State::Waiting(waker.clone());
-        let key = (idx, e.generation);
-        self.heap.push(Reverse((at, idx, key.1)));
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let idx = self.entries.insert(Entry {
+            seq,
+            state: State::Waiting(waker.clone()),
+        });
+        self.heap.push(Reverse((at, idx, seq)));
         self.live += 1;
         if self.heap.len() > SLACK + 2 * self.live {
-            self.sweep();
+            let entries = &self.entries;
+            self.heap.retain(|Reverse((_, i, q))| waiting(entries, *i, *q));
         }
         let wake = if start {
             Wake::Start(executor)
@@ -168,22 +178,18 @@ impl Wheel {
         } else {
             Wake::Nobody
         };
-        (key, wake)
+        ((idx, seq), wake)
     }
 
     /// Whether the deadline fired (its slot is then freed); otherwise keeps the latest waker.
-    fn check(&mut self, (idx, generation): (u32, u32), waker: &Waker) -> bool {
-        let Some(e) = self
-            .entries
-            .get_mut(idx as usize)
-            .filter(|e| e.generation == generation)
-        else {
+    fn check(&mut self, (idx, seq): Key, waker: &Waker) -> bool {
+        let Some(e) = self.entries.get_mut(idx).filter(|e| e.seq == seq) else {
             // The wheel restarted under it (a new executor on this thread): it can never fire now.
             return false;
         };
         match &mut e.state {
             State::Fired => {
-                self.release(idx);
+                self.entries.remove(idx);
                 true
             }
             State::Waiting(w) => {
@@ -192,57 +198,29 @@ impl Wheel {
                 }
                 false
             }
-            State::Free => false,
         }
     }
 
-    fn cancel(&mut self, (idx, generation): (u32, u32)) {
-        if self
-            .entries
-            .get(idx as usize)
-            .is_some_and(|e| e.generation == generation)
+    fn cancel(&mut self, (idx, seq): Key) {
+        if self.entries.get(idx).is_some_and(|e| e.seq == seq)
+            && matches!(self.entries.remove(idx).state, State::Waiting(_))
         {
-            if matches!(self.entries[idx as usize].state, State::Waiting(_)) {
-                self.live -= 1;
-            }
-            self.release(idx);
+            self.live -= 1;
         }
-    }
-
-    fn release(&mut self, idx: u32) {
-        let e = &mut self.entries[idx as usize];
-        e.state = State::Free;
-        e.generation = e.generation.wrapping_add(1);
-        self.free.push(idx);
-    }
-
-    fn is_current(&self, idx: u32, generation: u32) -> bool {
-        let e = &self.entries[idx as usize];
-        e.generation == generation && matches!(e.state, State::Waiting(_))
-    }
-
-    /// Drops the heap's stale entries in one pass (amortised over the cancellations that made them).
-    fn sweep(&mut self) {
-        let entries = &self.entries;
-        self.heap.retain(|Reverse((_, i, g))| {
-            let e = &entries[*i as usize];
-            e.generation == *g && matches!(e.state, State::Waiting(_))
-        });
     }
 
     /// Marks every deadline due at `now` fired and takes its waker into `due`; returns the earliest
     /// deadline still waiting, which the driver sleeps for.
     fn expire(&mut self, now: Instant, due: &mut Vec<Waker>) -> Option<Instant> {
-        while let Some(&Reverse((at, idx, generation))) = self.heap.peek() {
-            let current = self.is_current(idx, generation);
+        while let Some(&Reverse((at, idx, seq))) = self.heap.peek() {
+            let current = waiting(&self.entries, idx, seq);
             if current && at > now {
                 self.armed = Some(at);
                 return Some(at);
             }
             self.heap.pop();
             if current {
-                let e = &mut self.entries[idx as usize];
-                if let State::Waiting(w) = std::mem::replace(&mut e.state, State::Fired) {
+                if let State::Waiting(w) = std::mem::replace(&mut self.entries[idx].state, State::Fired) {
                     due.push(w);
                 }
                 self.live -= 1;
@@ -254,13 +232,7 @@ impl Wheel {
 
     /// A new executor on this thread: what the old one registered belongs to tasks that are gone.
     fn restart(&mut self, executor: usize) {
-        // Slots keep their generations (bumped), so a leftover `Deadline` of the old executor never
-        // matches a new entry.
-        for i in 0..self.entries.len() {
-            if !matches!(self.entries[i].state, State::Free) {
-                self.release(i as u32);
-            }
-        }
+        self.entries.clear();
         self.heap.clear();
         self.live = 0;
         self.armed = None;

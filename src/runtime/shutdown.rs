@@ -11,6 +11,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use event_listener::Event;
+use slab::Slab;
 
 /// Cheap to clone; shared by the signal watcher and every shard.
 #[derive(Clone, Default)]
@@ -86,20 +87,8 @@ pub struct LocalShutdown {
 
 #[derive(Default)]
 struct Waiters {
-    fired: Cell<bool>,
     relaying: Cell<bool>,
-    slots: RefCell<Vec<Option<Waker>>>,
-    free: RefCell<Vec<usize>>,
-}
-
-impl Waiters {
-    fn wake_all(&self) {
-        self.fired.set(true);
-        let wakers: Vec<Waker> = self.slots.borrow_mut().iter_mut().filter_map(Option::take).collect();
-        for w in wakers {
-            w.wake();
-        }
-    }
+    wakers: RefCell<Slab<Waker>>,
 }
 
 impl LocalShutdown {
@@ -130,36 +119,29 @@ impl Future for Triggered<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let local = &self.of.local;
-        if local.fired.get() || self.of.global.is_triggered() {
+        // The flag is set before the relay wakes anyone, so it alone says whether this is over.
+        if self.of.global.is_triggered() {
             return Poll::Ready(());
         }
+        let local = &self.of.local;
         match self.slot {
             Some(i) => {
-                let mut slots = local.slots.borrow_mut();
-                match &mut slots[i] {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    w => *w = Some(cx.waker().clone()),
+                let mut wakers = local.wakers.borrow_mut();
+                if !wakers[i].will_wake(cx.waker()) {
+                    wakers[i] = cx.waker().clone();
                 }
             }
             None => {
-                let i = match local.free.borrow_mut().pop() {
-                    Some(i) => {
-                        local.slots.borrow_mut()[i] = Some(cx.waker().clone());
-                        i
-                    }
-                    None => {
-                        let mut slots = local.slots.borrow_mut();
-                        slots.push(Some(cx.waker().clone()));
-                        slots.len() - 1
-                    }
-                };
-                self.slot = Some(i);
+                self.slot = Some(local.wakers.borrow_mut().insert(cx.waker().clone()));
                 if !local.relaying.replace(true) {
                     let (global, local) = (self.of.global.clone(), local.clone());
+                    // Wakes each waiter once; each one's next poll sees the flag and ends.
                     crate::runtime::spawn(async move {
                         global.triggered().await;
-                        local.wake_all();
+                        let wakers: Vec<Waker> = local.wakers.borrow().iter().map(|(_, w)| w.clone()).collect();
+                        for w in wakers {
+                            w.wake();
+                        }
                     });
                 }
             }
@@ -171,8 +153,7 @@ impl Future for Triggered<'_> {
 impl Drop for Triggered<'_> {
     fn drop(&mut self) {
         if let Some(i) = self.slot.take() {
-            self.of.local.slots.borrow_mut()[i] = None;
-            self.of.local.free.borrow_mut().push(i);
+            self.of.local.wakers.borrow_mut().remove(i);
         }
     }
 }
@@ -216,10 +197,11 @@ mod tests {
             }
             // Triggered already: a new wait ends at once.
             local.triggered().await;
-            let slots = local.local.slots.borrow().len();
+            let slots = local.local.wakers.borrow().capacity();
             (woke.get(), slots)
         });
         assert_eq!(woke, 100);
-        assert!(slots <= 101, "dropped waiters' slots were not reused: {slots}");
+        // 100 waiters at once need at most 128 slots (the slab grows by doubling); 1 100 would mean none was reused.
+        assert!(slots <= 128, "dropped waiters' slots were not reused: {slots}");
     }
 }
