@@ -33,7 +33,7 @@ const KEEP_BUFFER: usize = 64 * 1024;
 pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            shard.shutdown.triggered().await;
+            shard.local_shutdown.triggered().await;
             None
         })
         .await;

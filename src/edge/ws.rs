@@ -93,7 +93,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             let next = futures_lite::future::or(
                 async { Some(timeout_at(Instant::now() + idle, frames.next()).await) },
                 async {
-                    futures_lite::future::or(shard.shutdown.triggered(), out.closed()).await;
+                    futures_lite::future::or(shard.local_shutdown.triggered(), out.closed()).await;
                     None
                 },
             )
