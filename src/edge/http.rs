@@ -48,31 +48,6 @@ pub enum HeadError {
 /// Most headers accepted in one request.
 const MAX_HEADERS: usize = 64;
 
-/// Every header name `parse_head` reads (a name read below must be listed here, or it is skipped).
-const READ_NAMES: [&str; 10] = [
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "expect",
-    "origin",
-    "x-api-key",
-    "authorization",
-    "x-prism-session",
-    "sec-websocket-key",
-    "upgrade",
-];
-
-/// Bit `n` is set when some name in `READ_NAMES` is `n` bytes long.
-const READ_NAME_LENGTHS: u64 = {
-    let mut bits = 0u64;
-    let mut i = 0;
-    while i < READ_NAMES.len() {
-        bits |= 1 << READ_NAMES[i].len();
-        i += 1;
-    }
-    bits
-};
-
 /// Parses a head from the start of `buf`. `Ok(None)` means more bytes are needed.
 pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestHead>, HeadError> {
     // Left uninitialised: httparse writes the ones it fills (zeroing 64 headers cost more than parsing a few).
@@ -106,10 +81,6 @@ pub fn parse_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestH
     let mut transfer_encoding = false;
     for h in req.headers.iter() {
         let name = h.name;
-        // Most headers (host, accept, user-agent...) are none of these: one length test skips them.
-        if name.len() >= 64 || READ_NAME_LENGTHS & (1 << name.len()) == 0 {
-            continue;
-        }
         if name.eq_ignore_ascii_case("content-length") {
             let v = parse_content_length(h.value).ok_or(HeadError::Malformed("invalid Content-Length"))?;
             if head.content_length.is_some_and(|l| l != v) {
