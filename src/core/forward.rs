@@ -523,13 +523,16 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         }
         // No provider of another operator that this call may still use: a hedge has nowhere to go, so the
         // timer that would wait for it is not armed (one network with one provider pays nothing for hedging).
-        let n = self.route.upstreams.len().min(ProviderId::MAX);
-        let everyone = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let out = self.ask.exclude | i.bit() | super::hedge::same_operator(&self.route.operators, i);
-        if everyone & !out == 0 {
+        let out = self.not_for_hedge(i);
+        if ProviderId::all(self.route.upstreams.len()).all(|p| p.is_in(out)) {
             return None;
         }
         hedging.delay(&self.route.live.health.load(), i, self.info.family)
+    }
+
+    /// Providers a hedge of an attempt at `i` may not go to: those tried already, and `i`'s operator's.
+    fn not_for_hedge(&self, i: ProviderId) -> u64 {
+        self.ask.exclude | i.bit() | super::hedge::same_operator(&self.route.operators, i)
     }
 
     /// Where a hedge of an attempt at `i` goes: the router's choice among the providers of other operators
@@ -537,7 +540,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     fn hedge_target(&self, i: ProviderId) -> Option<ProviderId> {
         let route = self.route;
         let mut ask = self.ask;
-        ask.exclude |= i.bit() | super::hedge::same_operator(&route.operators, i);
+        ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
         match choose(
             &route.statics,

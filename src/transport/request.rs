@@ -2,24 +2,32 @@
 
 /// Appends a complete `POST` request for `body` to `out`.
 pub fn write_post(out: &mut Vec<u8>, path: &str, host_header: &str, body: &[u8]) {
+    const START: &[u8] = b"POST ";
+    const BEFORE_HOST: &[u8] = b" HTTP/1.1\r\nHost: ";
     const AFTER_HOST: &[u8] = concat!(
         "\r\nContent-Type: application/json\r\nAccept: application/json\r\nUser-Agent: prism/",
         env!("CARGO_PKG_VERSION"),
         "\r\nContent-Length: "
     )
     .as_bytes();
+    const END: &[u8] = b"\r\n\r\n";
     let mut len = itoa::Buffer::new();
     let len = len.format(body.len()).as_bytes();
+    let parts = [
+        START,
+        path.as_bytes(),
+        BEFORE_HOST,
+        host_header.as_bytes(),
+        AFTER_HOST,
+        len,
+        END,
+        body,
+    ];
     // Sized exactly: one allocation per request, never a second one to grow it.
-    out.reserve(5 + path.len() + 17 + host_header.len() + AFTER_HOST.len() + len.len() + 4 + body.len());
-    out.extend_from_slice(b"POST ");
-    out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    out.extend_from_slice(host_header.as_bytes());
-    out.extend_from_slice(AFTER_HOST);
-    out.extend_from_slice(len);
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body);
+    out.reserve(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
 }
 
 #[cfg(test)]
