@@ -4,6 +4,8 @@
 //! the sleeper's flag against the waker's message). Change 10 skips polling the cross-thread queues when they
 //! are empty; these tests (and the blocking-pool one) are what would catch a result or a wake it skipped.
 //! Change 12 keeps a shard from parking with a woken task still queued when a preemption was pending.
+//! Change 18 keeps one clock reading per loop turn; the last four tests are what would catch a reading
+//! kept past a sleep or a spin, or a task-queue run accounted without reading its end.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -146,4 +148,116 @@ fn a_task_woken_as_its_quantum_ends_still_runs() {
             })
     });
     assert_eq!(naps, NAPS);
+}
+
+/// How long `f` takes on the shard.
+async fn timed(f: impl std::future::Future<Output = ()>) -> Duration {
+    let started = Instant::now();
+    f.await;
+    started.elapsed()
+}
+
+/// A timer pass right after a long sleep must see the time the sleep ended, not the one before it: with the
+/// reading kept across the wait, a due timer looks a whole sleep away and is slept for again.
+#[test]
+fn timers_armed_around_a_long_sleep_fire_on_time() {
+    let (long, short) = on_shard_within(Duration::from_secs(30), || {
+        test_shard(async {
+            let long = timed(sleep(Duration::from_millis(300))).await;
+            let short = timed(sleep(Duration::from_millis(30))).await;
+            (long, short)
+        })
+    });
+    assert!(
+        long >= Duration::from_millis(300),
+        "the long sleep ended early: {long:?}"
+    );
+    assert!(
+        long < Duration::from_millis(450),
+        "the long sleep was slept twice: {long:?}"
+    );
+    assert!(
+        short >= Duration::from_millis(30),
+        "the short sleep ended early: {short:?}"
+    );
+    assert!(
+        short < Duration::from_millis(250),
+        "the short sleep overslept: {short:?}"
+    );
+}
+
+/// A shard that never goes idle (a task that always has more to do) still fires its timers: each task-queue
+/// run reads the clock at its end.
+#[test]
+fn timers_fire_while_the_shard_is_never_idle() {
+    let slept = on_shard_within(Duration::from_secs(30), || {
+        test_shard(async {
+            let done = std::rc::Rc::new(std::cell::Cell::new(false));
+            let spinning = done.clone();
+            glommio::spawn_local(async move {
+                while !spinning.get() {
+                    futures_lite::future::yield_now().await;
+                }
+            })
+            .detach();
+            let slept = timed(sleep(Duration::from_millis(20))).await;
+            done.set(true);
+            slept
+        })
+    });
+    assert!(slept >= Duration::from_millis(20), "ended early: {slept:?}");
+    assert!(
+        slept < Duration::from_millis(500),
+        "a busy shard's timer fired late: {slept:?}"
+    );
+}
+
+/// With `spin_before_park`, a timer that comes due during the spin fires then, not when the spin gives up
+/// and parks: each spin pass reads the clock.
+#[test]
+fn a_timer_due_while_the_shard_spins_fires_during_the_spin() {
+    let slept = on_shard_within(Duration::from_secs(30), || {
+        glommio::LocalExecutorBuilder::default()
+            .io_memory(256 << 10)
+            .spin_before_park(Duration::from_millis(800))
+            // Longer than the spin, so no preemption pass ends it early and hides a stale reading.
+            .preempt_timer(Duration::from_secs(2))
+            .make()
+            .expect("glommio executor (needs locked memory: ulimit -l 8192)")
+            .run(async {
+                // The first turn after the executor starts may not spin; give it a turn with nothing due.
+                sleep(Duration::from_millis(5)).await;
+                timed(sleep(Duration::from_millis(20))).await
+            })
+    });
+    assert!(slept >= Duration::from_millis(20), "ended early: {slept:?}");
+    assert!(
+        slept < Duration::from_millis(400),
+        "fired only once the spin parked: {slept:?}"
+    );
+}
+
+/// A task-queue run is accounted from the clock at its end: the executor's runtime stays true (glommio's
+/// task-queue shares and stall detection use it).
+#[test]
+fn a_task_queue_run_is_accounted_its_real_length() {
+    let runtime = on_shard_within(Duration::from_secs(30), || {
+        test_shard(async {
+            let before = glommio::executor().executor_stats().executor_runtime();
+            glommio::spawn_local(async {
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_millis(60) {
+                    std::hint::spin_loop();
+                }
+            })
+            .await;
+            // The run is accounted when it ends: let it end.
+            sleep(Duration::from_millis(5)).await;
+            glommio::executor().executor_stats().executor_runtime() - before
+        })
+    });
+    assert!(
+        runtime >= Duration::from_millis(50),
+        "a 60 ms run was accounted {runtime:?}"
+    );
 }

@@ -1360,7 +1360,8 @@ impl LocalExecutor {
         drop(tq);
 
         let time = {
-            let now = Instant::now();
+            // Prism patch (change 18): the turn's reading (`reactor::TurnClock`); the end is read afresh.
+            let now = self.reactor.clock.now();
             let mut queue_ref = queue.borrow_mut();
             queue_ref.prepare_to_run(now);
             self.reactor
@@ -1395,7 +1396,7 @@ impl LocalExecutor {
                     break;
                 }
             }
-            let elapsed = time.elapsed();
+            let elapsed = self.reactor.clock.read().saturating_duration_since(time);
             drop(guard);
             (elapsed, tasks_executed_this_loop)
         };
@@ -1493,7 +1494,8 @@ impl LocalExecutor {
                 let run = this.run_task_queues();
 
                 // account for runtime and poll/sleep if possible
-                let cur_time = Instant::now();
+                // Prism patch (change 18): the end of the last task-queue run, or a later reading.
+                let cur_time = this.reactor.clock.now();
                 this.queues.borrow_mut().stats.total_runtime += cur_time - pre_time;
                 pre_time = cur_time;
                 if !run {
@@ -1524,7 +1526,7 @@ impl LocalExecutor {
                             }
                         }
                         // reset the timer for deduct spin loop time
-                        pre_time = Instant::now();
+                        pre_time = this.reactor.clock.now();
                     }
                 }
             }
