@@ -324,14 +324,17 @@ pub fn plain_str(raw: &[u8]) -> Option<&str> {
     std::str::from_utf8(inner).ok()
 }
 
-/// Parses a `0x`-prefixed hex quantity string value (`"0x1a"`) to a number.
+/// Parses a `0x`-prefixed hex quantity string value (`"0x1a"`) to a number: 1 to 16 hex digits and nothing
+/// else (no sign, no escape, no space). Read byte by byte: every head-bearing answer passes here.
 pub fn hex_quantity(raw: &[u8]) -> Option<u64> {
-    let s = plain_str(raw)?;
-    let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))?;
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    let digits = inner.strip_prefix(b"0x").or_else(|| inner.strip_prefix(b"0X"))?;
     if digits.is_empty() || digits.len() > 16 {
         return None;
     }
-    u64::from_str_radix(digits, 16).ok()
+    digits
+        .iter()
+        .try_fold(0u64, |n, &d| Some(n << 4 | u64::from(char::from(d).to_digit(16)?)))
 }
 
 /// A plain non-negative JSON integer (`42`, surrounding whitespace allowed); `None` for anything else.
@@ -380,6 +383,22 @@ mod tests {
         assert_eq!(hex_quantity(br#""0x10""#), Some(16));
         assert_eq!(hex_quantity(br#""10""#), None);
         assert_eq!(hex_quantity(b"16"), None);
+        assert_eq!(hex_quantity(br#""0XfF""#), Some(255));
+        assert_eq!(hex_quantity(br#""0xffffffffffffffff""#), Some(u64::MAX));
+        // What `u64::from_str_radix` let through or a scan must refuse: a sign, 17 digits, an escape,
+        // spaces, non-ASCII, a lone prefix, a missing quote.
+        for bad in [
+            &br#""0x+1""#[..],
+            br#""0x10000000000000000""#,
+            br#""0x\u0031""#,
+            br#"" 0x1""#,
+            br#""0x1 ""#,
+            "\"0x\u{663}\"".as_bytes(),
+            br#""0x""#,
+            br#""0x1"#,
+        ] {
+            assert_eq!(hex_quantity(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
         assert_eq!(plain_str(br#""a\"b""#), None);
     }
 

@@ -557,6 +557,7 @@ fn build_gen(
                     })
                     .collect(),
             },
+            bodies: crate::http1::SpareBufs::small(),
         });
         route.newest.set(&route);
         // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.

@@ -72,11 +72,15 @@ pub async fn forward_with<E: Exchange>(
 ) -> CallOutcome {
     let id = ids.get();
     ids.set(id.wrapping_add(1));
-    let mut body = Vec::with_capacity(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
+    let mut body = route.bodies.take();
+    body.clear();
+    body.reserve(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
-    Attempts::new(ex, route, call, info, caller, deadline)
+    let outcome = Attempts::new(ex, route, call, info, caller, deadline)
         .run(&body, id)
-        .await
+        .await;
+    route.bodies.give(body);
+    outcome
 }
 
 /// What one call's attempts came to, beyond the answer: upstream calls made (hedges included), hedged.
@@ -278,16 +282,18 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             // One clock read serves the latency and the "time left for another attempt" check below.
             let done = self.ex.now();
             let latency_us = done.saturating_duration_since(started).as_micros() as u64;
+            // The same instant on the millisecond clock breakers and heads keep.
+            let done_ms = now + latency_us / 1000;
             let verdict = self
                 .verdict(i, judge(result, id, self.light(), self.write, route.dialect()))
-                .check_head(&self, i);
+                .check_head(&self, i, done_ms);
             let class = verdict.class();
             // An unknown error is noted once it is settled.
             if class != Class::Unknown {
-                route.note_outcome(i, self.info.family, class, latency_us, false);
+                route.note_outcome(i, self.info.family, class, latency_us, false, done_ms);
             }
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
-                upstream.observe_latency(self.info.family, latency_us, now + latency_us / 1000);
+                upstream.observe_latency(self.info.family, latency_us, done_ms);
             }
             let more = attempt < max && done < self.deadline;
             if let Some(d) = dispute.take() {
@@ -395,7 +401,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         };
         if let Verdict::Disputed { .. } = verdict {
             // The second provider's unknown error is not asked of a third: nobody's.
-            route.note_outcome(j, self.info.family, Class::UserError, latency_us, false);
+            route.note_outcome(
+                j,
+                self.info.family,
+                Class::UserError,
+                latency_us,
+                false,
+                self.ex.now_ms(),
+            );
         }
         let blamed = matches!(blame, Some(Blame::Provider(_)));
         let first = if blamed {
@@ -403,8 +416,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         } else {
             Class::UserError
         };
-        route.note_outcome(d.provider, self.info.family, first, d.latency_us, false);
-        route.blame.settle(d.key, blame, self.ex.now_ms());
+        let now = self.ex.now_ms();
+        route.note_outcome(d.provider, self.info.family, first, d.latency_us, false, now);
+        route.blame.settle(d.key, blame, now);
         route.recorder.metrics().settled(how);
         if blamed {
             tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
@@ -416,9 +430,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     /// `d` is settled without a second opinion: nobody is blamed, the client gets the node's bytes.
     fn undisputed(&self, d: Dispute, how: Settled) -> CallOutcome {
+        let now = self.ex.now_ms();
         self.route
-            .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false);
-        self.route.blame.settle(d.key, None, self.ex.now_ms());
+            .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false, now);
+        self.route.blame.settle(d.key, None, now);
         self.route.recorder.metrics().settled(how);
         d.answer
     }
@@ -794,7 +809,7 @@ impl Verdict {
     /// An answer revealing a head: learn it if plausible. One beyond 2^53 is malformed (the provider's
     /// failure); one the chain cannot be at is never answered (try another). `eth_blockNumber` or a "latest"
     /// block answered below the client's mark is lagging: learn the provider's real head, try another.
-    fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId) -> Verdict {
+    fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId, now_ms: u64) -> Verdict {
         a.head.set(None);
         if a.route.solana {
             return self.check_context_slot(a, i);
@@ -805,7 +820,7 @@ impl Verdict {
                 value,
                 is_error: false,
             } if a.latest => match revealed_head(&a.info, a.latest, &body[value.clone()])
-                .map(|h| (h, a.route.live.observe_head(i, h)))
+                .map(|h| (h, a.route.live.observe_head_at(i, h, now_ms)))
             {
                 Some((_, HeadVerdict::Malformed)) => Verdict::Failed {
                     error: ProxyError::NotServed(

@@ -178,6 +178,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         submit: SubmitLimits::default(),
         superseded: Cell::new(false),
         logs: Default::default(),
+        bodies: Default::default(),
     }
 }
 

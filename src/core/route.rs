@@ -21,7 +21,6 @@ use crate::config::RetryPolicy;
 use crate::rpc::methods::{Declared, Family};
 use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
-use crate::telemetry::clock::now_ms;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 use std::net::SocketAddr;
@@ -216,6 +215,9 @@ pub struct NetworkRoute {
     pub superseded: Cell<bool>,
     /// How wide `eth_getLogs` calls are split (`core::logs`): concurrency, byte cap, declared limits.
     pub logs: LogsSettings,
+    /// Upstream call bodies between calls (`core::forward` builds each call's in one and gives it back);
+    /// `SpareBufs::small` bounds it.
+    pub bodies: crate::http1::SpareBufs,
 }
 
 /// The newest route of one network on one shard, shared by all its generations. The subscription hub's
@@ -298,10 +300,10 @@ impl NetworkRoute {
     /// Feeds what one exchange with provider `i` meant into health: the latency window and metrics, the
     /// provider's leased quota, its breaker and parking. Client attempts and probes both come through here,
     /// so a 429 means the same to both. `probe` marks the single half-open probe: an answer that is neither
-    /// success nor failure ends it without a verdict.
-    pub fn note_outcome(&self, i: ProviderId, family: Family, class: Class, latency_us: u64, probe: bool) {
+    /// success nor failure ends it without a verdict. `now` is the exchange's end on `telemetry::clock`
+    /// (the caller read the clock for the latency already).
+    pub fn note_outcome(&self, i: ProviderId, family: Family, class: Class, latency_us: u64, probe: bool, now: u64) {
         let p = &self.live.providers()[i];
-        let now = now_ms();
         self.recorder
             .record(self.index, i, family, latency_us, class.attempt_result());
         if p.quota_leased.load(Ordering::Relaxed) {

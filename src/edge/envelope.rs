@@ -411,11 +411,12 @@ impl<'a> Walker<'a, '_, '_> {
                     note_dup(&mut problem, method.is_some(), KnownKey::Method);
                     method = Some(match value_node {
                         // The raw span is `"name"`; borrow it when no escape changed it.
-                        Node::String(m) if raw.len() == m.len() + 2 => {
-                            match std::str::from_utf8(&raw[1..raw.len() - 1]) {
-                                Ok(borrowed) => Ok(Cow::Borrowed(borrowed)),
-                                Err(_) => Ok(Cow::Owned((*m).to_string())),
-                            }
+                        Node::String(m) if raw.len() == m.len() + 2 && &raw[1..raw.len() - 1] == m.as_bytes() => {
+                            // SAFETY: these bytes equal those of `m`, a `str`, so they are valid UTF-8. The
+                            // compare is ~20 instructions on a method name where `from_utf8` took ~150.
+                            Ok(Cow::Borrowed(unsafe {
+                                std::str::from_utf8_unchecked(&raw[1..raw.len() - 1])
+                            }))
                         }
                         Node::String(m) => Ok(Cow::Owned((*m).to_string())),
                         _ => Err(()),

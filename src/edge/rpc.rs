@@ -13,6 +13,7 @@ use super::network::Network;
 use super::reply::{write_answer, write_error};
 use crate::core::outcome::TxRef;
 use crate::core::{CallOutcome, Caller, ProxyError};
+use crate::http1::SpareBufs;
 use crate::rpc::methods::method_index;
 use crate::rpc::wire::write_json_str;
 use crate::telemetry::metrics::CallResult;
@@ -45,6 +46,8 @@ pub struct RpcShard {
     pub ids: Cell<u64>,
     /// `limits.max_answer_bytes`: the most one request's answer (a whole batch) may weigh.
     pub max_answer_bytes: Cell<usize>,
+    /// Single calls' answer bodies between requests (`edge::server` gives each back once it is written).
+    pub answers: SpareBufs,
 }
 
 /// The running size of one request's answer. Once it passes the cap nothing more is kept: answers that
@@ -115,10 +118,14 @@ pub async fn handle_body(
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
-            let mut out = Vec::new();
-            handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out)
-                .await
-                .then_some(out)
+            let mut out = shard.answers.take();
+            out.clear();
+            if handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await {
+                Some(out)
+            } else {
+                shard.answers.give(out);
+                None
+            }
         }
         Ok(Envelope::Batch(items)) => {
             diag.mark_batch();

@@ -196,6 +196,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let shard = self.shard;
             let answering = shard.answer_homes.pin_with(|| self.respond(&head, &body, keep_alive));
             let keep_alive = answering.await && keep_alive;
+            self.shard.spare_bodies.give(body);
             if let Some(up) = self.upgrade.take() {
                 let Connection { stream, shard, .. } = self;
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
@@ -279,7 +280,8 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         };
         self.buf.consume(head.len);
         let max = limits.max_body_bytes;
-        let mut body = Vec::new();
+        let mut body = self.shard.spare_bodies.take();
+        body.clear();
         if head.chunked {
             if head.expect_continue && self.buf.is_empty() {
                 self.send_continue().await?;
@@ -467,7 +469,10 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 let metrics = self.shard.recorder.metrics();
                 metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
                 match reply {
-                    BodyReply::Body(b) => write_http(&mut self.out, 200, &b, &meta(&[])),
+                    BodyReply::Body(b) => {
+                        write_http(&mut self.out, 200, &b, &meta(&[]));
+                        self.shard.rpc.answers.give(b);
+                    }
                     BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
                     BodyReply::Throttled { retry_after_s, body } => {
                         metrics.refusal(429);

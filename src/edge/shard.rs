@@ -56,6 +56,8 @@ pub struct Shard {
     pub spare_in: SpareBufs,
     /// Answer buffers idle connections gave back.
     pub spare_out: SpareBufs,
+    /// Request bodies between requests.
+    pub spare_bodies: SpareBufs,
     /// Homes for the future that answers a request (`edge::server`), between requests.
     pub answer_homes: crate::runtime::SpareBoxes,
 }
@@ -73,6 +75,7 @@ impl Shard {
             parser: RefCell::new(EnvelopeParser::new(envelope_limits(&gen.limits))),
             ids: Cell::new(crate::rpc::ids::CLIENT_CALLS),
             max_answer_bytes: Cell::new(gen.limits.max_answer_bytes),
+            answers: Default::default(),
         };
         Shard {
             id,
@@ -87,6 +90,7 @@ impl Shard {
             recorder,
             spare_in: Default::default(),
             spare_out: Default::default(),
+            spare_bodies: Default::default(),
             answer_homes: Default::default(),
         }
     }

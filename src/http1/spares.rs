@@ -9,12 +9,36 @@ const KEEP_BYTES: usize = 64 * 1024;
 /// At most this many are kept: enough for the connections of one shard busy at once.
 const KEEP_COUNT: usize = 256;
 
-#[derive(Default)]
 pub struct SpareBufs {
     bufs: RefCell<Vec<Vec<u8>>>,
+    keep_count: usize,
+    keep_bytes: usize,
+}
+
+/// The shard's own pools: every connection of the shard draws on them.
+impl Default for SpareBufs {
+    fn default() -> Self {
+        SpareBufs::new(KEEP_COUNT, KEEP_BYTES)
+    }
 }
 
 impl SpareBufs {
+    /// For pools a shard keeps many of (one per network, one per upstream): at most 32 buffers of at most
+    /// 16 KiB, so what a burst leaves held stays small however many there are. Calls larger than that
+    /// allocate as they did before.
+    pub fn small() -> Self {
+        SpareBufs::new(32, 16 * 1024)
+    }
+
+    /// Keeps at most `keep_count` buffers of at most `keep_bytes` each: what a burst can leave held.
+    pub fn new(keep_count: usize, keep_bytes: usize) -> Self {
+        SpareBufs {
+            bufs: RefCell::new(Vec::new()),
+            keep_count,
+            keep_bytes,
+        }
+    }
+
     /// A buffer given back earlier, as it was given (its length and bytes included: callers clear or
     /// overwrite), or a new empty one.
     pub fn take(&self) -> Vec<u8> {
@@ -23,11 +47,11 @@ impl SpareBufs {
 
     /// Keeps `buf` for a later `take`, unless it holds nothing or too much, or enough are kept.
     pub fn give(&self, buf: Vec<u8>) {
-        if buf.capacity() == 0 || buf.capacity() > KEEP_BYTES {
+        if buf.capacity() == 0 || buf.capacity() > self.keep_bytes {
             return;
         }
         let mut bufs = self.bufs.borrow_mut();
-        if bufs.len() < KEEP_COUNT {
+        if bufs.len() < self.keep_count {
             bufs.push(buf);
         }
     }
@@ -62,5 +86,18 @@ mod tests {
             kept += 1;
         }
         assert_eq!(kept, KEEP_COUNT);
+    }
+
+    #[test]
+    fn a_small_pool_keeps_within_its_own_bounds() {
+        let spares = SpareBufs::new(2, 100);
+        spares.give(Vec::with_capacity(101));
+        assert_eq!(spares.take().capacity(), 0, "over its byte bound");
+        for _ in 0..5 {
+            spares.give(Vec::with_capacity(100));
+        }
+        assert!(spares.take().capacity() >= 100);
+        assert!(spares.take().capacity() >= 100);
+        assert_eq!(spares.take().capacity(), 0, "over its count bound");
     }
 }

@@ -25,6 +25,7 @@ use futures_rustls::TlsConnector;
 use rustls::pki_types::ServerName;
 
 use crate::config::Endpoint;
+use crate::http1::SpareBufs;
 use crate::runtime::timeout_at;
 
 use super::conn::Conn;
@@ -79,6 +80,8 @@ pub struct UpstreamPool {
     idle: RefCell<Vec<Idle>>,
     next_addr: Cell<usize>,
     slots: Rc<Slots>,
+    /// Request buffers between calls.
+    requests: SpareBufs,
 }
 
 enum Acquired {
@@ -103,6 +106,7 @@ impl UpstreamPool {
             idle: RefCell::new(Vec::new()),
             next_addr: Cell::new(0),
             slots: Rc::new(Slots::default()),
+            requests: SpareBufs::small(),
         })
     }
 
@@ -118,10 +122,23 @@ impl UpstreamPool {
         deadline: Instant,
         replay_safe: bool,
     ) -> Result<UpstreamResponse, TransportError> {
-        let mut request = Vec::new();
+        let mut request = self.requests.take();
+        request.clear();
         super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
+        let answer = self.post_request(&request, deadline, replay_safe).await;
+        self.requests.give(request);
+        answer
+    }
+
+    /// [`UpstreamPool::post`] once the request is written.
+    async fn post_request(
+        &self,
+        request: &[u8],
+        deadline: Instant,
+        replay_safe: bool,
+    ) -> Result<UpstreamResponse, TransportError> {
         match self.acquire(deadline, false, replay_safe).await? {
-            Acquired::Reused(conn, slot) => match self.exchange(conn, slot, &request, deadline).await {
+            Acquired::Reused(conn, slot) => match self.exchange(conn, slot, request, deadline).await {
                 Ok(resp) => return Ok(resp),
                 Err((e, wrote_any)) => {
                     let stale = matches!(e, TransportError::Reset { .. });
@@ -133,14 +150,14 @@ impl UpstreamPool {
             },
             Acquired::Fresh(slot) => {
                 let conn = self.connect(deadline).await?;
-                return self.exchange(conn, slot, &request, deadline).await.map_err(|(e, _)| e);
+                return self.exchange(conn, slot, request, deadline).await.map_err(|(e, _)| e);
             }
         }
         let Acquired::Fresh(slot) = self.acquire(deadline, true, replay_safe).await? else {
             unreachable!("acquire(fresh) never hands out an idle connection")
         };
         let conn = self.connect(deadline).await?;
-        self.exchange(conn, slot, &request, deadline).await.map_err(|(e, _)| e)
+        self.exchange(conn, slot, request, deadline).await.map_err(|(e, _)| e)
     }
 
     /// An idle connection (unless `fresh`), or a place for a new one: at once when there is one, else in

@@ -250,7 +250,7 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
             Ok(_) => Class::ProviderFailure,
             Err(class) => *class,
         };
-        route.note_outcome(i, Family::Light, class, latency_us, is_probe);
+        route.note_outcome(i, Family::Light, class, latency_us, is_probe, now_ms());
         if class == Class::Success {
             probe_slot(route, i, id + (1 << 40)).await;
         }
@@ -269,7 +269,7 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         Ok(verdict) => {
             // An implausible head is an answer (the breaker is not the place for it): the provider is an
             // outlier until its heads are plausible again, and its head and the pool's stay as they were.
-            route.note_outcome(i, Family::Light, Class::Success, latency_us, is_probe);
+            route.note_outcome(i, Family::Light, Class::Success, latency_us, is_probe, now_ms());
             if verdict == HeadVerdict::Implausible {
                 return;
             }
@@ -284,6 +284,6 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         }
         // Throttled parks without counting, failures count, anything else ends a half-open probe undecided:
         // the same rules as for client traffic.
-        Err(class) => route.note_outcome(i, Family::Light, class, latency_us, is_probe),
+        Err(class) => route.note_outcome(i, Family::Light, class, latency_us, is_probe, now_ms()),
     }
 }
