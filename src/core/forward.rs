@@ -72,8 +72,7 @@ pub async fn forward_with<E: Exchange>(
 ) -> CallOutcome {
     let id = ids.get();
     ids.set(id.wrapping_add(1));
-    let mut body = route.bodies.take();
-    body.clear();
+    let mut body = route.bodies.take_empty();
     body.reserve(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
     let outcome = Attempts::new(ex, route, call, info, caller, deadline)

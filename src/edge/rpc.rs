@@ -118,8 +118,7 @@ pub async fn handle_body(
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
-            let mut out = shard.answers.take();
-            out.clear();
+            let mut out = shard.answers.take_empty();
             if handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await {
                 Some(out)
             } else {

@@ -185,8 +185,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
             if self.out.capacity() == 0 {
-                self.out = self.shard.spare_out.take();
-                self.out.clear();
+                self.out = self.shard.spare_out.take_empty();
             }
             // On the heap: answering takes a 5 KB future, and inline it would be part of every connection's
             // task for the connection's whole life, idle or not (perf/idle_clients.py). Its home is taken
@@ -280,8 +279,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         };
         self.buf.consume(head.len);
         let max = limits.max_body_bytes;
-        let mut body = self.shard.spare_bodies.take();
-        body.clear();
+        let mut body = self.shard.spare_bodies.take_empty();
         if head.chunked {
             if head.expect_continue && self.buf.is_empty() {
                 self.send_continue().await?;

@@ -45,6 +45,14 @@ impl SpareBufs {
         self.bufs.borrow_mut().pop().unwrap_or_default()
     }
 
+    /// An empty buffer, with the capacity of one given back earlier when there is one: for callers that
+    /// write a message from the start.
+    pub fn take_empty(&self) -> Vec<u8> {
+        let mut buf = self.take();
+        buf.clear();
+        buf
+    }
+
     /// Keeps `buf` for a later `take`, unless it holds nothing or too much, or enough are kept.
     pub fn give(&self, buf: Vec<u8>) {
         if buf.capacity() == 0 || buf.capacity() > self.keep_bytes {
@@ -71,6 +79,9 @@ mod tests {
         assert_eq!(again, b"HTTP/1.1 200 OK\r\n");
         assert!(again.capacity() >= 300);
         assert_eq!(spares.take().capacity(), 0, "one given, one taken");
+        spares.give(again);
+        let empty = spares.take_empty();
+        assert!(empty.is_empty() && empty.capacity() >= 300);
     }
 
     #[test]

@@ -14,49 +14,47 @@ pub fn write_upstream_call(out: &mut Vec<u8>, id: u64, method: &str, params: Opt
     out.push(b'}');
 }
 
-/// 1 for the bytes a JSON string cannot hold as they are (controls, `"`, `\\`).
-const NEEDS_ESCAPE: [u8; 256] = {
-    let mut t = [0u8; 256];
+/// The bytes a JSON string cannot hold as they are: controls, `"`, `\\`.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
     let mut i = 0;
     while i < 0x20 {
-        t[i] = 1;
+        t[i] = true;
         i += 1;
     }
-    t[b'"' as usize] = 1;
-    t[b'\\' as usize] = 1;
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
     t
 };
 
-/// Writes `s` as a JSON string literal.
+/// Writes `s` as a JSON string literal. A string with nothing to escape (method names and the like) is
+/// one pass over the table and one copy.
 pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
-    // Method names and the like need no escape: one pass over a table, one copy.
-    if bytes.iter().fold(0u8, |acc, &b| acc | NEEDS_ESCAPE[b as usize]) == 0 {
-        out.reserve(bytes.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                out.extend_from_slice(&bytes[start..i]);
-                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
+        if !NEEDS_ESCAPE[b as usize] {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(esc);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
+        }
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);

@@ -122,8 +122,7 @@ impl UpstreamPool {
         deadline: Instant,
         replay_safe: bool,
     ) -> Result<UpstreamResponse, TransportError> {
-        let mut request = self.requests.take();
-        request.clear();
+        let mut request = self.requests.take_empty();
         super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
         let answer = self.post_request(&request, deadline, replay_safe).await;
         self.requests.give(request);
