@@ -15,6 +15,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=perf/bench_config.sh
+. "$ROOT/perf/bench_config.sh"
 N=${N:-2000}
 WARM=${WARM:-500}
 CONC=${CONC:-1}
@@ -67,22 +69,7 @@ taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$OUT/upstream
 STARTED+=($!)
 PR_PORT=$(free_port)
 cp "$PROXY_BIN" "$RUN/rpc-proxy"
-cat >"$RUN/config.toml" <<EOF
-[server]
-listen = "127.0.0.1:$PR_PORT"
-admin_listen = "127.0.0.1:0"
-shards = 1
-pin_cores = false
-
-[[networks]]
-name = "bench"
-kind = "evm"
-chain_id = 4663
-
-  [[networks.providers]]
-  name = "fast"
-  url = "http://127.0.0.1:$UP_PORT"
-EOF
+bench_config "127.0.0.1:$PR_PORT" "127.0.0.1:0" "http://127.0.0.1:$UP_PORT" >"$RUN/config.toml"
 sleep 0.2
 if [[ "$TARGET" == floor ]]; then
   PROXY_CMD=("$RUN/rpc-proxy" "127.0.0.1:$PR_PORT" "127.0.0.1:$UP_PORT")

@@ -36,6 +36,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PERF="$ROOT/perf"
+# shellcheck source=perf/bench_config.sh
+. "$PERF/bench_config.sh"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
@@ -291,31 +293,15 @@ fi
 
 # Starts one Prism build as target $1 from binary $2 ($3 = on: dedupe and cache on whatever PASSTHROUGH says).
 start_prism() { # target binary [on]
-  local target=$1 bin=$2 port dir pid cache=""
+  local target=$1 bin=$2 port dir pid passthrough=0
   port=$(free_port)
   ADMIN[$target]=127.0.0.1:$(free_port)
   dir="$WORK/proxy-$target"
   mkdir -p "$dir"
   cp "$bin" "$dir/rpc-proxy" # see WORK above
-  if [[ "${PASSTHROUGH:-1}" == 1 && "${3:-}" != on ]]; then cache=$'[cache]\ndedupe = false\nenabled = false\n'; fi
-  cat >"$dir/config.toml" <<EOF
-[server]
-listen = "127.0.0.1:$port"
-admin_listen = "${ADMIN[$target]}"
-shards = $SHARDS
-pin_cores = false
-spin_before_park_us = ${SPIN_US:-0}
-
-$cache
-[[networks]]
-name = "bench"
-kind = "evm"
-chain_id = 4663
-
-  [[networks.providers]]
-  name = "fast"
-  url = "http://127.0.0.1:$UP_PORT"
-EOF
+  if [[ "${PASSTHROUGH:-1}" == 1 && "${3:-}" != on ]]; then passthrough=1; fi
+  bench_config "127.0.0.1:$port" "${ADMIN[$target]}" "http://127.0.0.1:$UP_PORT" "$SHARDS" "$passthrough" "${SPIN_US:-0}" \
+    >"$dir/config.toml"
   taskset -c "$PROXY_CPU" "$dir/rpc-proxy" serve --config "$dir/config.toml" >"$dir/proxy.log" 2>&1 &
   pid=$!
   STARTED+=("$pid")

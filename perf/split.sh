@@ -18,6 +18,8 @@ PRISM_BIN=${PRISM_BIN:-$ROOT/target/release/prism}
 FLOOR_BIN=${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}
 UPSTREAM_BIN=$ROOT/target/perf/fast_upstream
 OHA=$(command -v oha || echo "$HOME/.cargo/bin/oha")
+# shellcheck source=perf/bench_config.sh
+. "$ROOT/perf/bench_config.sh"
 [[ -x "$UPSTREAM_BIN" ]] || { echo "missing $UPSTREAM_BIN: run perf/compare.sh once (it builds it)" >&2; exit 1; }
 
 # No "prism" in any path or process name (see compare.sh).
@@ -56,26 +58,7 @@ ready "http://127.0.0.1:$UP/"
 case $TARGET in
 prism)
   cp "$PRISM_BIN" "$WORK/rpc-proxy"
-  cat >"$WORK/config.toml" <<EOF
-[server]
-listen = "127.0.0.1:$PORT"
-admin_listen = "127.0.0.1:$(free_port)"
-shards = 1
-pin_cores = false
-
-[cache]
-dedupe = false
-enabled = false
-
-[[networks]]
-name = "bench"
-kind = "evm"
-chain_id = 4663
-
-  [[networks.providers]]
-  name = "fast"
-  url = "http://127.0.0.1:$UP"
-EOF
+  bench_config "127.0.0.1:$PORT" "127.0.0.1:$(free_port)" "http://127.0.0.1:$UP" 1 1 >"$WORK/config.toml"
   taskset -c 0 "$WORK/rpc-proxy" serve --config "$WORK/config.toml" >"$WORK/proxy.log" 2>&1 &
   STARTED+=($!)
   PID=$!
