@@ -16,20 +16,10 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, wait_port
+from loopback import free_port, rss_kib, start_fast_upstream, start_prism, stop_all, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def rss_kib(pids):
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total
 
 
 def call(sock, i):
@@ -89,29 +79,9 @@ def main():
     work = tempfile.mkdtemp(prefix="idleclients.")
     procs = []
     try:
-        upstream = os.path.join(ROOT, "target/perf/fast_upstream")
-        if not os.path.exists(upstream):
-            subprocess.check_call(["rustc", "--edition", "2021", "-C", "opt-level=3",
-                                   os.path.join(ROOT, "examples/fast_upstream.rs"), "-o", upstream])
-        up = free_port()
-        procs.append(subprocess.Popen([upstream, f"127.0.0.1:{up}", "4663"], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
-        wait_port(up)
-
-        port, admin = free_port(), free_port()
-        cfg = os.path.join(work, "config.toml")
-        with open(cfg, "w") as f:
-            f.write(f'[server]\nlisten = "127.0.0.1:{port}"\nadmin_listen = "127.0.0.1:{admin}"\nshards = 1\n'
-                    f'pin_cores = false\n\n[limits]\nidle_timeout_ms = 600000\nmax_connections = {n + 100}\n\n'
-                    f'[cache]\nenabled = false\ndedupe = false\n\n'
-                    f'[[networks]]\nname = "bench"\nkind = "evm"\nchain_id = 4663\n\n'
-                    f'  [[networks.providers]]\n  name = "fast"\n  url = "http://127.0.0.1:{up}"\n')
-        exe = os.path.join(work, "rpc-proxy")  # no "prism" in the name: see perf/README.md
-        shutil.copy(prism_bin, exe)
-        p = subprocess.Popen([exe, "serve", "--config", cfg], stdout=open(os.path.join(work, "proxy.log"), "w"),
-                             stderr=subprocess.STDOUT)
-        procs.append(p)
-        wait_port(port)
+        up = start_fast_upstream(ROOT, procs)
+        port, p = start_prism(prism_bin, work, up, procs,
+                              f"idle_timeout_ms = 600000\nmax_connections = {n + 100}")
         measure("prism", port, [p.pid], n, True)
 
         nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
@@ -156,12 +126,7 @@ http {{
                 time.sleep(0.05)
             measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n, False)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -350,15 +350,30 @@ async fn shard_main(
     tracing::debug!(shard = id, "stopped");
 }
 
-/// Per-shard background work: pool sweeping, shipping health deltas, taking reloaded generations, and
+/// How often a shard frees the spare buffers no request took since the last time: a burst's surplus is
+/// gone between one and two of these after it ends.
+const SPARE_TRIM_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Per-shard background work: pool sweeping, trimming spare buffers, shipping health deltas, taking reloaded generations, and
 /// probing this shard's share of providers.
 fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
     let sweeper = shard.clone();
     let (world, reloader, solana) = (shared.world.clone(), shared.reloader.clone(), shared.solana.clone());
     let (lives, shards) = (shared.lives.clone(), shared.shards);
     crate::runtime::spawn(async move {
+        let mut last_trim = Instant::now();
         while !sweeper.shutdown.is_triggered() {
             crate::runtime::sleep(Duration::from_millis(100)).await;
+            if last_trim.elapsed() >= SPARE_TRIM_INTERVAL {
+                last_trim = Instant::now();
+                let freed = sweeper.trim_spares();
+                if freed > 0 {
+                    tracing::debug!(shard = id, freed, "spare buffers trimmed");
+                }
+                if freed >= crate::runtime::memory::WORTH_RETURNING {
+                    crate::runtime::memory::return_free_memory();
+                }
+            }
             // A reloaded generation is built here, on the shard, between requests, and installed whole.
             let next = world.load_full();
             if next.generation != sweeper.gen().number {

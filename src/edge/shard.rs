@@ -95,6 +95,24 @@ impl Shard {
         }
     }
 
+    /// Frees the spare buffers no request took since the last call (the shard's own pools, each network's
+    /// call bodies, each upstream's requests): what a burst left kept goes back to malloc once it is over.
+    /// Returns the bytes freed.
+    pub fn trim_spares(&self) -> usize {
+        let mut freed =
+            self.spare_in.trim() + self.spare_out.trim() + self.spare_bodies.trim() + self.rpc.answers.trim();
+        for net in &self.gen().networks {
+            freed += net.route.bodies.trim();
+            freed += net
+                .route
+                .upstreams
+                .iter()
+                .map(|up| up.pool.trim_spares())
+                .sum::<usize>();
+        }
+        freed
+    }
+
     /// The generation new requests use.
     pub fn gen(&self) -> Rc<Gen> {
         self.gen.borrow().clone()

@@ -1,8 +1,11 @@
 //! Buffers a shard's connections hand back when they go idle, for the next connection that has bytes to
 //! read or an answer to write: an idle keep-alive connection holds none, and a busy shard allocates none per
 //! request. Owned by one shard (`edge::Shard`), so no locking.
+//!
+//! What a burst leaves kept is given back to malloc by `trim`, which the shard's sweeper calls every few
+//! seconds: a buffer nobody took since the last trim is surplus.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// A buffer larger than this is dropped rather than kept (an unusually large message).
 const KEEP_BYTES: usize = 64 * 1024;
@@ -10,7 +13,10 @@ const KEEP_BYTES: usize = 64 * 1024;
 const KEEP_COUNT: usize = 256;
 
 pub struct SpareBufs {
+    /// A stack: `take` pops the newest, so the oldest sit at the bottom until they are trimmed.
     bufs: RefCell<Vec<Vec<u8>>>,
+    /// The fewest buffers kept at any moment since the last `trim`: the bottom `low` were never taken.
+    low: Cell<usize>,
     keep_count: usize,
     keep_bytes: usize,
 }
@@ -34,6 +40,7 @@ impl SpareBufs {
     pub fn new(keep_count: usize, keep_bytes: usize) -> Self {
         SpareBufs {
             bufs: RefCell::new(Vec::new()),
+            low: Cell::new(0),
             keep_count,
             keep_bytes,
         }
@@ -42,7 +49,12 @@ impl SpareBufs {
     /// A buffer given back earlier, as it was given (its length and bytes included: callers clear or
     /// overwrite), or a new empty one.
     pub fn take(&self) -> Vec<u8> {
-        self.bufs.borrow_mut().pop().unwrap_or_default()
+        let mut bufs = self.bufs.borrow_mut();
+        let buf = bufs.pop().unwrap_or_default();
+        if bufs.len() < self.low.get() {
+            self.low.set(bufs.len());
+        }
+        buf
     }
 
     /// An empty buffer, with the capacity of one given back earlier when there is one: for callers that
@@ -62,6 +74,23 @@ impl SpareBufs {
         if bufs.len() < self.keep_count {
             bufs.push(buf);
         }
+    }
+
+    /// Frees the buffers no `take` reached since the last trim (the bottom of the stack) and returns how
+    /// many bytes of capacity that gave back. A shard that keeps as busy as before keeps what it uses; one
+    /// whose burst is over is back to nothing kept after two trims.
+    pub fn trim(&self) -> usize {
+        let mut bufs = self.bufs.borrow_mut();
+        let unused = self.low.get().min(bufs.len());
+        let freed = bufs.drain(..unused).map(|b| b.capacity()).sum();
+        self.low.set(bufs.len());
+        freed
+    }
+
+    /// Buffers kept now, and their capacity in bytes.
+    pub fn kept(&self) -> (usize, usize) {
+        let bufs = self.bufs.borrow();
+        (bufs.len(), bufs.iter().map(Vec::capacity).sum())
     }
 }
 
@@ -110,5 +139,45 @@ mod tests {
         assert!(spares.take().capacity() >= 100);
         assert!(spares.take().capacity() >= 100);
         assert_eq!(spares.take().capacity(), 0, "over its count bound");
+    }
+
+    #[test]
+    fn trim_frees_what_no_take_reached_and_keeps_what_is_in_use() {
+        let spares = SpareBufs::default();
+        // A burst leaves 10 kept.
+        for _ in 0..10 {
+            spares.give(Vec::with_capacity(1000));
+        }
+        assert_eq!(spares.kept().0, 10);
+        // The first trim only starts the count: all 10 arrived after the last one.
+        spares.trim();
+        assert_eq!(spares.kept().0, 10);
+        // Steady traffic after the burst needs at most 3 at once.
+        for _ in 0..50 {
+            let bufs: Vec<_> = (0..3).map(|_| spares.take()).collect();
+            for b in bufs {
+                spares.give(b);
+            }
+        }
+        let freed = spares.trim();
+        assert_eq!(spares.kept().0, 3, "the 7 nobody took are freed, the 3 in use stay");
+        assert!(freed >= 7 * 1000);
+        // Still used at the same rate: nothing more goes.
+        for _ in 0..5 {
+            let a = spares.take();
+            let b = spares.take();
+            let c = spares.take();
+            spares.give(a);
+            spares.give(b);
+            spares.give(c);
+        }
+        assert_eq!(spares.trim(), 0);
+        assert_eq!(spares.kept().0, 3);
+        // The traffic stops: one interval with no take, and nothing is kept.
+        spares.trim();
+        assert_eq!(spares.kept(), (0, 0));
+        // A take of nothing kept is a new buffer, and trim has nothing to do.
+        assert_eq!(spares.take().capacity(), 0);
+        assert_eq!(spares.trim(), 0);
     }
 }

@@ -2,6 +2,7 @@
 
 mod deadlines;
 pub mod hangup;
+pub mod memory;
 pub mod queue;
 pub mod shards;
 mod shutdown;

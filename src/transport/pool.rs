@@ -203,6 +203,11 @@ impl UpstreamPool {
     }
 
     /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
+    /// Frees request buffers no call took since the last trim (`SpareBufs::trim`); returns the bytes.
+    pub fn trim_spares(&self) -> usize {
+        self.requests.trim()
+    }
+
     pub fn sweep(&self, now: Instant) {
         let timeout = self.settings.idle_timeout;
         self.idle.borrow_mut().retain(|i| now.duration_since(i.since) < timeout);

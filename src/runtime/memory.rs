@@ -1,0 +1,16 @@
+//! Giving freed memory back to the system. malloc keeps what a thread frees inside its arena for later
+//! allocations, so buffers a shard frees after a burst (`SpareBufs::trim`) would still count in the
+//! process's RSS; glibc's `malloc_trim` returns the arenas' free pages to the kernel.
+
+/// Freed bytes below this are not worth a trim (it walks and locks every arena, each shard's included).
+pub const WORTH_RETURNING: usize = 1 << 20;
+
+/// Returns malloc's free pages to the kernel. Call it rarely: after something freed at least
+/// [`WORTH_RETURNING`]. A no-op where the allocator is not glibc's.
+pub fn return_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only takes malloc's own locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
