@@ -3,7 +3,8 @@
 # an ordinary client process (not under callgrind) sends exactly N requests between a zero and a dump.
 # Stable run to run on noisy machines, unlike wall-clock figures. See perf/README.md.
 #
-# Usage: perf/callgrind.sh          (env: N=2000 WARM=500 CONC=1 SKIP_BUILD=1 OUT=dir PROXY_CPU=0 LOAD_CPU=1)
+# Usage: perf/callgrind.sh          (env: N=2000 WARM=500 CONC=1 SKIP_BUILD=1 OUT=dir PROXY_CPU=0 LOAD_CPU=1
+#                                    PASSTHROUGH=1 for dedupe and cache off; default Prism's defaults)
 #        TARGET=floor perf/callgrind.sh   the same count for the floor (examples/floor_forwarder.rs), so
 #                                         Prism's own share is the difference
 # Output: the figures on stdout; dumps and callgrind_annotate listings under $OUT
@@ -22,6 +23,7 @@ WARM=${WARM:-500}
 CONC=${CONC:-1}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
+PASSTHROUGH=${PASSTHROUGH:-0}
 OUT=${OUT:-$ROOT/target/perf/callgrind-$(date +%Y%m%d-%H%M%S)}
 # The binary runs from a copy with a neutral name, so nothing that cleans up Prism processes by name
 # (pkill -f prism) hits it: keep "prism" out of RUN's path.
@@ -69,7 +71,7 @@ taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$OUT/upstream
 STARTED+=($!)
 PR_PORT=$(free_port)
 cp "$PROXY_BIN" "$RUN/rpc-proxy"
-bench_config "127.0.0.1:$PR_PORT" "127.0.0.1:0" "http://127.0.0.1:$UP_PORT" >"$RUN/config.toml"
+bench_config "127.0.0.1:$PR_PORT" "127.0.0.1:0" "http://127.0.0.1:$UP_PORT" 1 "$PASSTHROUGH" >"$RUN/config.toml"
 sleep 0.2
 if [[ "$TARGET" == floor ]]; then
   PROXY_CMD=("$RUN/rpc-proxy" "127.0.0.1:$PR_PORT" "127.0.0.1:$UP_PORT")

@@ -19,6 +19,9 @@ pub fn skip_ws(b: &[u8], mut p: usize) -> usize {
     p
 }
 
+/// Bytes of a string read one by one before `skip_string` hands the rest to memchr.
+const SHORT_STRING: usize = 16;
+
 /// End (exclusive) of the string starting at `p`; `None` unless it is closed, holds no raw control
 /// character (a raw newline or NUL inside a string is not JSON) and every escape is valid (a `\u` high
 /// surrogate must be followed by a `\u` low one, a low one never stands alone).
@@ -27,6 +30,17 @@ pub fn skip_string(b: &[u8], p: usize) -> Option<usize> {
         return None;
     }
     let mut i = p + 1;
+    // Most strings in a JSON-RPC message are short ("id", "result", "0x1"): for those a byte loop costs
+    // less than setting up memchr. An escape, or a string longer than this, goes on below.
+    let short_end = b.len().min(i + SHORT_STRING);
+    while i < short_end {
+        match b[i] {
+            b'"' => return Some(i + 1),
+            b'\\' => break,
+            0..=0x1f => return None,
+            _ => i += 1,
+        }
+    }
     loop {
         let run = b.get(i..)?;
         let off = memchr::memchr2(b'"', b'\\', run)?;
@@ -416,6 +430,23 @@ mod tests {
             let _ = skip_string(&br#""a\u00e9\"b""#[..cut], 0);
         }
         assert_eq!(skip_string(br#""a\u00e9\"b""#, 0), Some(12));
+    }
+
+    #[test]
+    fn strings_read_the_same_either_side_of_the_short_loop() {
+        // `skip_string` reads the first SHORT_STRING bytes one by one and the rest with memchr: every
+        // length and every escape position across that boundary ends in the same place.
+        for len in 0..3 * SHORT_STRING {
+            let plain = format!("\"{}\"", "a".repeat(len));
+            assert_eq!(skip_string(plain.as_bytes(), 0), Some(len + 2), "{plain}");
+            assert_eq!(skip_string(&plain.as_bytes()[..len + 1], 0), None, "unterminated {len}");
+            for at in 0..len {
+                let escaped = format!("\"{}\\\"{}\"x", "a".repeat(at), "a".repeat(len - at));
+                assert_eq!(skip_string(escaped.as_bytes(), 0), Some(len + 4), "{escaped}");
+                let bad = format!("\"{}\\q{}\"", "a".repeat(at), "a".repeat(len - at));
+                assert_eq!(skip_string(bad.as_bytes(), 0), None, "{bad}");
+            }
+        }
     }
 
     #[test]
