@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# User and kernel CPU per forwarded request for one proxy, closed loop with distinct requests, and
+# User and kernel CPU per forwarded request for one proxy, closed loop (or RATE=N) with distinct requests, and
 # optionally a `perf record -e cpu-clock -g` of it: where the CPU per request goes, user space or the
 # kernel, and in the kernel which paths. compare.sh gives the totals; this splits them. See perf/README.md.
 #
 # Usage: perf/split.sh TARGET      TARGET: prism (dedupe and cache off), floor, or nginx
 #   DURATION=8   seconds measured (after 2 s of warm-up)
+#   RATE=5000    a fixed rate (oha -q, 16 connections, latency correction) instead of the closed loop
 #   RECORD=1     also perf record the proxy while it is measured (then its figures carry perf's overhead:
 #                compare targets with RECORD set the same way); the data file is printed at the end
 #   PRISM_BIN=path   default target/release/prism; FLOOR_BIN as in compare.sh
@@ -92,11 +93,13 @@ EOF
 esac
 ready "http://127.0.0.1:$PORT/"
 
-taskset -c 1 "$OHA" --no-tui -z "$((DURATION + 3))s" -c 32 -m POST -H 'content-type: application/json' \
+LOAD_SHAPE=(-c 32)
+[[ -n "${RATE:-}" ]] && LOAD_SHAPE=(-c 16 -q "$RATE" --latency-correction)
+taskset -c 1 "$OHA" --no-tui -z "$((DURATION + 3))s" "${LOAD_SHAPE[@]}" -m POST -H 'content-type: application/json' \
   -Z "$WORK/bodies.txt" --output-format json "http://127.0.0.1:$PORT/" >"$WORK/oha.json" 2>/dev/null &
 LOAD=$!
 sleep 2
-# CPU over the measured window; requests over it from the run's mean rate (a closed loop is steady).
+# CPU over the measured window; requests over it from the run's mean rate (the load is steady).
 ticks() { awk '{print $14, $15}' "/proc/$PID/stat"; } # utime stime
 before=$(ticks)
 if [[ -n "${RECORD:-}" ]]; then
@@ -106,14 +109,15 @@ else
 fi
 after=$(ticks)
 wait "$LOAD"
-python3 - "$before" "$after" "$WORK/oha.json" "$DURATION" "$TARGET" "$(getconf CLK_TCK)" <<'PY'
+python3 - "$before" "$after" "$WORK/oha.json" "$DURATION" "$TARGET" "$(getconf CLK_TCK)" ${RATE:+"$RATE"} <<'PY'
 import json, sys
 (u0, s0), (u1, s1) = (map(int, sys.argv[1].split()), map(int, sys.argv[2].split()))
 rps = json.load(open(sys.argv[3]))["summary"]["requestsPerSec"]
 dur, target, hz = float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 reqs = rps * dur
 user, kernel = (u1 - u0) / hz * 1e6 / reqs, (s1 - s0) / hz * 1e6 / reqs
-print(f"{target}: {rps:.0f} req/s closed loop; CPU per request {user + kernel:.1f} µs = user {user:.1f} + kernel {kernel:.1f}")
+shape = "closed loop" if len(sys.argv) < 8 else f"at a fixed {sys.argv[7]}/s"
+print(f"{target}: {rps:.0f} req/s {shape}; CPU per request {user + kernel:.1f} µs = user {user:.1f} + kernel {kernel:.1f}")
 PY
 if [[ -n "${RECORD:-}" ]]; then
   echo "perf data: $ROOT/target/perf/split-$TARGET.data (perf report -i FILE --no-children --sort dso,sym -g none)"

@@ -2,9 +2,7 @@
 //! the process, so it is caught at start-up whatever the config says; each part that can reload (the config
 //! file, the edge certificate) registers a hook. With no hook, the signal is logged and ignored.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
 
 type Hook = Box<dyn Fn() + Send + 'static>;
 
@@ -14,17 +12,16 @@ struct Hangup {
 
 static HANGUP: OnceLock<Result<Hangup, String>> = OnceLock::new();
 
-/// Catches SIGHUP from now on (idempotent). A small watcher thread runs the hooks: a signal handler may
-/// only set a flag.
+/// Catches SIGHUP from now on (idempotent). A small watcher thread, blocked until a signal arrives, runs
+/// the hooks: a signal handler may only write to a pipe.
 pub fn install() -> std::io::Result<()> {
     let state = HANGUP.get_or_init(|| {
-        let raised = Arc::new(AtomicBool::new(false));
-        signal_hook::flag::register(signal_hook::consts::SIGHUP, raised.clone()).map_err(|e| e.to_string())?;
+        let mut signals =
+            signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]).map_err(|e| e.to_string())?;
         std::thread::Builder::new()
             .name("prism-sighup".into())
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(50));
-                if raised.swap(false, Ordering::AcqRel) {
+            .spawn(move || {
+                for _ in signals.forever() {
                     run_hooks();
                 }
             })

@@ -8,7 +8,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use event_listener::Event;
 use slab::Slab;
@@ -30,24 +29,23 @@ impl Shutdown {
         Self::default()
     }
 
-    /// Makes SIGINT and SIGTERM trigger this shutdown. Signal handlers may only set a flag, so a small
-    /// watcher thread turns the flag into a wakeup.
+    /// Makes SIGINT and SIGTERM trigger this shutdown. Signal handlers may only write to a pipe, so a small
+    /// watcher thread blocks on it (`signal_hook::iterator`): it wakes when a signal arrives, never to poll.
     pub fn install_signal_handlers(&self) -> std::io::Result<()> {
-        let raised = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, raised.clone())?;
-        }
+        let mut signals =
+            signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])?;
         let this = self.clone();
         std::thread::Builder::new()
             .name("prism-signals".into())
             .spawn(move || {
-                while !raised.load(Ordering::Acquire) && !this.is_triggered() {
-                    std::thread::sleep(Duration::from_millis(20));
+                for (n, _) in signals.forever().enumerate() {
+                    if n == 0 {
+                        tracing::info!("shutdown signal received; draining");
+                        this.trigger();
+                    } else {
+                        tracing::info!("shutdown signal received again; already draining");
+                    }
                 }
-                if raised.load(Ordering::Acquire) {
-                    tracing::info!("shutdown signal received; draining");
-                }
-                this.trigger();
             })?;
         Ok(())
     }
@@ -161,7 +159,7 @@ impl Drop for Triggered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn every_waiter_of_a_shard_wakes_when_another_thread_triggers() {
