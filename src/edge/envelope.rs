@@ -91,6 +91,10 @@ pub enum EnvelopeError {
     TooDeep {
         max: usize,
     },
+    /// Valid JSON with more numbers out of simd-json's range (`1e400`) than Prism masks → -32600.
+    TooManyHugeNumbers {
+        max: usize,
+    },
 }
 
 impl fmt::Display for EnvelopeError {
@@ -105,6 +109,10 @@ impl fmt::Display for EnvelopeError {
             EnvelopeError::TooDeep { max } => {
                 write!(f, "Invalid Request: JSON nested deeper than {max} levels")
             }
+            EnvelopeError::TooManyHugeNumbers { max } => write!(
+                f,
+                "Invalid Request: more than {max} numbers too large for a double (like 1e400) in one request"
+            ),
         }
     }
 }
@@ -186,12 +194,15 @@ impl EnvelopeParser {
                     while at > 0 && matches!(body[at - 1], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
                         at -= 1;
                     }
-                    let retry = matches!(e.error(), simd_json::ErrorType::InvalidNumber)
-                        && masked.len() < MAX_MASKED
-                        && !masked.iter().any(|m| m.0 == at);
+                    let retry =
+                        matches!(e.error(), simd_json::ErrorType::InvalidNumber) && !masked.iter().any(|m| m.0 == at);
                     // Only a whole, well-formed number is masked: what follows it must end the token.
                     let whole = |len: &usize| body.get(at + len).is_none_or(|&b| ends_token(b));
                     match number_len(&body[at..]).filter(|_| retry).filter(whole) {
+                        // Valid JSON still, so not a parse error: a request Prism declines.
+                        Some(_) if masked.len() == MAX_MASKED => {
+                            Err(EnvelopeError::TooManyHugeNumbers { max: MAX_MASKED })
+                        }
                         Some(len) => {
                             masked.push((at, len));
                             self.tape = Some(tape.reset());

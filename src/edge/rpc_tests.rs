@@ -197,6 +197,7 @@ fn envelope_errors_are_valid_errors_with_their_codes() {
         (EnvelopeError::EmptyBatch, INVALID_REQUEST),
         (EnvelopeError::BatchTooLarge { len: 101, max: 100 }, INVALID_REQUEST),
         (EnvelopeError::TooDeep { max: 64 }, INVALID_REQUEST),
+        (EnvelopeError::TooManyHugeNumbers { max: 16 }, INVALID_REQUEST),
     ];
     for (e, code) in cases {
         let (id, error) = error_reply(&envelope_error(&e));

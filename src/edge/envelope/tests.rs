@@ -199,6 +199,25 @@ fn every_scalar_token_is_whole_and_long_exponents_are_valid() {
     assert!(matches!(parser().parse(b"110E420"), Err(EnvelopeError::NotARequest)));
 }
 
+#[test]
+fn more_huge_numbers_than_are_masked_is_an_invalid_request_not_a_parse_error() {
+    // Found by fuzzing: valid JSON with 17+ numbers out of a double's range got -32700.
+    let call = |n: usize| {
+        let numbers = vec!["1e400"; n].join(",");
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":[{numbers}]}}"#)
+    };
+    let sixteen = call(16);
+    let got = parser().parse(sixteen.as_bytes());
+    assert!(matches!(got, Ok(Envelope::Single(Ok(_)))), "16 are masked: {got:?}");
+    assert_eq!(
+        parser().parse(call(17).as_bytes()).unwrap_err(),
+        EnvelopeError::TooManyHugeNumbers { max: 16 }
+    );
+    // Still invalid JSON when the 17th is malformed: a parse error, as before.
+    let bad = call(16).replace("]}", r#",1e+-400]}"#);
+    assert!(matches!(parser().parse(bad.as_bytes()), Err(EnvelopeError::Parse(_))));
+}
+
 /// `{"jsonrpc":"2.0","id":1,"method":"m"` plus `n` other keys `k0`..; `dup` repeats key `k{dup}` at the end.
 fn many_keys(n: usize, dup: Option<usize>) -> String {
     let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m""#);
