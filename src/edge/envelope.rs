@@ -199,10 +199,13 @@ impl EnvelopeParser {
                     // Only a whole, well-formed number is masked: what follows it must end the token.
                     let whole = |len: &usize| body.get(at + len).is_none_or(|&b| ends_token(b));
                     match number_len(&body[at..]).filter(|_| retry).filter(whole) {
-                        // Valid JSON still, so not a parse error: a request Prism declines.
-                        Some(_) if masked.len() == MAX_MASKED => {
-                            Err(EnvelopeError::TooManyHugeNumbers { max: MAX_MASKED })
-                        }
+                        // No more masks: whether the rest is valid JSON decides the error (jsonscan reads
+                        // numbers of any size; simd-json has checked UTF-8 up to here, not beyond).
+                        Some(_) if masked.len() == MAX_MASKED => Err(if is_json(body) {
+                            EnvelopeError::TooManyHugeNumbers { max: MAX_MASKED }
+                        } else {
+                            EnvelopeError::Parse(e.to_string())
+                        }),
                         Some(len) => {
                             masked.push((at, len));
                             self.tape = Some(tape.reset());
@@ -218,8 +221,16 @@ impl EnvelopeParser {
     }
 }
 
-/// How many out-of-range numbers one body may carry before it is refused.
+/// How many out-of-range numbers one body may carry before it is refused (each one is a parse more).
 const MAX_MASKED: usize = 16;
+
+/// Whether `body` is one JSON value (any number size; nesting up to `jsonscan::MAX_DEPTH`), for the rare
+/// body simd-json could not read whole.
+fn is_json(body: &[u8]) -> bool {
+    let start = crate::jsonscan::skip_ws(body, 0);
+    std::str::from_utf8(body).is_ok()
+        && crate::jsonscan::skip_value(body, start).is_some_and(|end| crate::jsonscan::skip_ws(body, end) == body.len())
+}
 
 /// Length of a JSON number (RFC 8259 grammar) at the start of `b`, if one is there.
 fn number_len(b: &[u8]) -> Option<usize> {

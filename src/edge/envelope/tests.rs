@@ -213,8 +213,12 @@ fn more_huge_numbers_than_are_masked_is_an_invalid_request_not_a_parse_error() {
         parser().parse(call(17).as_bytes()).unwrap_err(),
         EnvelopeError::TooManyHugeNumbers { max: 16 }
     );
-    // Still invalid JSON when the 17th is malformed: a parse error, as before.
+    // Still invalid JSON when the 17th is malformed, or anything after it is: a parse error, as before.
     let bad = call(16).replace("]}", r#",1e+-400]}"#);
+    assert!(matches!(parser().parse(bad.as_bytes()), Err(EnvelopeError::Parse(_))));
+    let bad = call(17).replace("]}", r#",,1]}"#);
+    assert!(matches!(parser().parse(bad.as_bytes()), Err(EnvelopeError::Parse(_))));
+    let bad = call(17).replace("]}", "]");
     assert!(matches!(parser().parse(bad.as_bytes()), Err(EnvelopeError::Parse(_))));
 }
 
