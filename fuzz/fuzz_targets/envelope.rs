@@ -320,7 +320,20 @@ fn has_garbage_after_big_number(b: &[u8]) -> bool {
 
 /// Known finding 4: outside strings, a run of number characters that is not a JSON number (`-1E+-400`).
 fn has_malformed_number(b: &[u8]) -> bool {
-    let (mut i, mut in_string) = (0, false);
+    number_tokens(b).iter().any(|t| grammar_valid(t) != Some(true))
+}
+
+/// Numbers simd-json may not hold and Prism then masks (finding 7's limit): anything but a short integer.
+fn unplain_numbers(b: &[u8]) -> usize {
+    number_tokens(b)
+        .iter()
+        .filter(|t| t.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) || t.len() >= 16)
+        .count()
+}
+
+/// Outside strings, each run of number characters (`0-9 . e E + -` starting with a digit or `-`).
+fn number_tokens(b: &[u8]) -> Vec<&[u8]> {
+    let (mut i, mut in_string, mut tokens) = (0, false, Vec::new());
     while i < b.len() {
         let c = b[i];
         if in_string {
@@ -342,14 +355,12 @@ fn has_malformed_number(b: &[u8]) -> bool {
             while i < b.len() && matches!(b[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
                 i += 1;
             }
-            if grammar_valid(&b[start..i]) != Some(true) {
-                return true;
-            }
+            tokens.push(&b[start..i]);
             continue;
         }
         i += 1;
     }
-    false
+    tokens
 }
 
 /// `PRISM_FUZZ_STRICT=1` turns off the skips for known findings, to check a fix:
@@ -396,6 +407,23 @@ fuzz_target!(|data: &[u8]| {
             "invalid JSON accepted: {parsed:?} for {:?}",
             String::from_utf8_lossy(data)
         );
+    }
+    // A documented limit: past 16 numbers simd-json cannot hold, valid JSON is declined whole (-32600),
+    // whatever its structure; only valid JSON with that many unusual numbers may get it.
+    if let Err(EnvelopeError::TooManyHugeNumbers { max }) = &parsed {
+        assert_eq!(
+            valid,
+            Some(true),
+            "TooManyHugeNumbers for JSON that is not valid: {:?}",
+            String::from_utf8_lossy(data)
+        );
+        assert!(
+            unplain_numbers(data) > *max,
+            "TooManyHugeNumbers with {} unusual numbers: {:?}",
+            unplain_numbers(data),
+            String::from_utf8_lossy(data)
+        );
+        return;
     }
     // The reference for structure: serde_json. Where it refuses (not JSON, numbers out of f64 range,
     // nesting past its own limit) only the checks above apply.
