@@ -108,7 +108,11 @@ fn half_open_sends_exactly_one_probe_then_closes_when_it_succeeds() {
     let reads_at_open = p1.count("eth_getBalance");
 
     let row = prism.wait_state("p1", "half-open", Duration::from_millis(COOLDOWN_MS + 2000));
-    let probes = probes_after(&p1, opened + Duration::from_millis(COOLDOWN_MS / 2));
+    // Half-open means the probe's lease is taken; the fake records the probe once its bytes arrive, a
+    // moment later (CI once saw the row first). Wait for that first one only, then count.
+    let since = opened + Duration::from_millis(COOLDOWN_MS / 2);
+    support::wait_until(Duration::from_secs(2), || !probes_after(&p1, since).is_empty());
+    let probes = probes_after(&p1, since);
     assert_eq!(probes.len(), 1, "exactly one half-open probe; row {row}");
     assert!(
         probes[0] >= opened + Duration::from_millis(COOLDOWN_MS - 50),
