@@ -15,26 +15,12 @@ import threading
 import time
 import shutil
 
-from loopback import rss_kib, start_fast_upstream, start_prism, stop_all
+from loopback import read_answer, rss_kib, start_fast_upstream, start_prism, stop_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ROUNDS = 3
 DATA_HEX = 60_000  # hex digits of the call's data: the body is ~60 KB, under the shard's 64 KiB keep bound
-
-
-def read_answer(sock):
-    got = b""
-    while b"\r\n\r\n" not in got:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise RuntimeError("closed before its answer")
-        got += chunk
-    head, _, rest = got.partition(b"\r\n\r\n")
-    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
-    while len(rest) < length:
-        rest += sock.recv(65536)
-    return rest
 
 
 def client(sock, i, start, errors):

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, rss_kib, start_fast_upstream, start_prism, stop_all, wait_port
+from loopback import free_port, read_answer, rss_kib, start_fast_upstream, start_prism, stop_all, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,16 +25,10 @@ ROOT = os.path.dirname(HERE)
 def call(sock, i):
     body = b'{"jsonrpc":"2.0","id":%d,"method":"eth_getBalance","params":["0x%040x","latest"]}' % (i, i * 2654435761)
     sock.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-    got = b""
-    while b"\r\n\r\n" not in got:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise SystemExit(f"connection {i} closed before its answer")
-        got += chunk
-    head, _, rest = got.partition(b"\r\n\r\n")
-    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
-    while len(rest) < length:
-        rest += sock.recv(65536)
+    try:
+        rest = read_answer(sock)
+    except RuntimeError:
+        raise SystemExit(f"connection {i} closed before its answer")
     if b'"result"' not in rest:
         raise SystemExit(f"connection {i}: {rest[:200]!r}")
 

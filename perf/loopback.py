@@ -1,5 +1,9 @@
-"""Loopback helpers the perf scripts share: a free port, and waiting until something listens on one."""
+"""Loopback helpers the perf scripts share: a free port, waiting until something listens on one, the fast
+upstream and a pass-through Prism in front of it, reading one HTTP answer, RSS, and stopping it all."""
+import os
+import shutil
 import socket
+import subprocess
 import time
 
 
@@ -34,8 +38,6 @@ def rss_kib(pids):
 
 def start_fast_upstream(root, procs):
     """Builds (once) and starts examples/fast_upstream.rs on a free port; returns its port."""
-    import os
-    import subprocess
     upstream = os.path.join(root, "target/perf/fast_upstream")
     if not os.path.exists(upstream):
         os.makedirs(os.path.dirname(upstream), exist_ok=True)
@@ -51,9 +53,6 @@ def start_fast_upstream(root, procs):
 def start_prism(prism_bin, work, upstream_port, procs, limits=""):
     """Starts Prism (1 shard, dedupe and cache off, `limits` as extra `[limits]` lines) in front of the
     upstream, from a copy named rpc-proxy (see perf/README.md); returns (port, process)."""
-    import os
-    import shutil
-    import subprocess
     port, admin = free_port(), free_port()
     cfg = os.path.join(work, "config.toml")
     with open(cfg, "w") as f:
@@ -72,10 +71,24 @@ def start_prism(prism_bin, work, upstream_port, procs, limits=""):
 
 
 def stop_all(procs):
-    import subprocess
     for p in reversed(procs):
         p.terminate()
         try:
             p.wait(timeout=5)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def read_answer(sock):
+    """Reads one Content-Length HTTP answer from `sock`; returns its body."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("closed before its answer")
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return rest

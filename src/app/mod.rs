@@ -354,8 +354,8 @@ async fn shard_main(
 /// gone between one and two of these after it ends.
 const SPARE_TRIM_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Per-shard background work: pool sweeping, trimming spare buffers, shipping health deltas, taking reloaded generations, and
-/// probing this shard's share of providers.
+/// Per-shard background work: pool sweeping, trimming spare buffers, shipping health deltas, taking
+/// reloaded generations, and probing this shard's share of providers.
 fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
     let sweeper = shard.clone();
     let (world, reloader, solana) = (shared.world.clone(), shared.reloader.clone(), shared.solana.clone());
@@ -370,9 +370,7 @@ fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
                 if freed > 0 {
                     tracing::debug!(shard = id, freed, "spare buffers trimmed");
                 }
-                if freed >= crate::runtime::memory::WORTH_RETURNING {
-                    crate::runtime::memory::return_free_memory();
-                }
+                crate::runtime::memory::return_after_freeing(freed);
             }
             // A reloaded generation is built here, on the shard, between requests, and installed whole.
             let next = world.load_full();

@@ -88,7 +88,8 @@ impl SpareBufs {
     }
 
     /// Buffers kept now, and their capacity in bytes.
-    pub fn kept(&self) -> (usize, usize) {
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize) {
         let bufs = self.bufs.borrow();
         (bufs.len(), bufs.iter().map(Vec::capacity).sum())
     }
