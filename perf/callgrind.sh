@@ -4,7 +4,9 @@
 # Stable run to run on noisy machines, unlike wall-clock figures. See perf/README.md.
 #
 # Usage: perf/callgrind.sh          (env: N=2000 WARM=500 CONC=1 SKIP_BUILD=1 OUT=dir PROXY_CPU=0 LOAD_CPU=1
-#                                    PASSTHROUGH=1 for dedupe and cache off; default Prism's defaults)
+#                                    PASSTHROUGH=1 for dedupe and cache off; default Prism's defaults;
+#                                    BODIES=distinct for a different eth_getBalance each request, as
+#                                    compare.sh sends; default BODIES=same, one eth_blockNumber repeated)
 #        TARGET=floor perf/callgrind.sh   the same count for the floor (examples/floor_forwarder.rs), so
 #                                         Prism's own share is the difference
 # Output: the figures on stdout; dumps and callgrind_annotate listings under $OUT
@@ -24,6 +26,7 @@ CONC=${CONC:-1}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 PASSTHROUGH=${PASSTHROUGH:-0}
+BODIES=${BODIES:-same}
 OUT=${OUT:-$ROOT/target/perf/callgrind-$(date +%Y%m%d-%H%M%S)}
 # The binary runs from a copy with a neutral name, so nothing that cleans up Prism processes by name
 # (pkill -f prism) hits it: keep "prism" out of RUN's path.
@@ -91,7 +94,7 @@ done
 [[ "$out" == *'"result":"0x1"'* ]] || { tail -20 "$OUT/proxy.log" >&2; die "$TARGET under callgrind did not answer"; }
 log "$TARGET (valgrind pid $VG) answers on $PR_PORT"
 
-client() { taskset -c "$LOAD_CPU" python3 "$ROOT/perf/rpc_client.py" "$PR_PORT" "$1" "$CONC"; }
+client() { taskset -c "$LOAD_CPU" python3 "$ROOT/perf/rpc_client.py" "$PR_PORT" "$1" "$CONC" "$BODIES"; }
 ctl() { timeout 60 callgrind_control "$@" "$VG" >/dev/null 2>&1 || die "callgrind_control $* failed (is the process stuck in io_uring_enter?)"; }
 
 log "warm-up: $WARM requests"
