@@ -26,15 +26,17 @@ pub fn canonical_key(method: &str, info: &MethodInfo, params: Option<&[u8]>) -> 
             let mut index = 0;
             if params.get(i) != Some(&b']') {
                 loop {
-                    let end = skip_value(params, i)?;
                     if index > 0 {
                         out.push(b',');
                     }
-                    if info.block_param == Some(index) {
+                    // Each element is read once: canon_value returns where it ended.
+                    let end = if info.block_param == Some(index) {
+                        let end = skip_value(params, i)?;
                         canon_block(&params[i..end], &mut out)?;
+                        end
                     } else {
-                        canon_value(params, i, &mut out, 0)?;
-                    }
+                        canon_value(params, i, &mut out, 0)?
+                    };
                     index += 1;
                     i = skip_ws(params, end);
                     match params.get(i) {
@@ -54,14 +56,16 @@ pub fn canonical_key(method: &str, info: &MethodInfo, params: Option<&[u8]>) -> 
             }
             out.push(b']');
         }
-        Some(b'{') => canon_value(params, p, &mut out, 0)?,
+        Some(b'{') => {
+            canon_value(params, p, &mut out, 0)?;
+        }
         _ => return None,
     }
     Some(out)
 }
 
-/// Canonical JSON for the value at `p`.
-fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+/// Writes the canonical JSON for the value at `p` and returns where the value ends.
+fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -69,11 +73,12 @@ fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()
         b'"' => {
             let end = skip_string(b, p)?;
             let s = &b[p..end];
+            let start = out.len();
+            out.extend_from_slice(s);
             if is_hex(s) {
-                out.extend(s.iter().map(u8::to_ascii_lowercase));
-            } else {
-                out.extend_from_slice(s);
+                out[start..].make_ascii_lowercase();
             }
+            Some(end)
         }
         b'[' => {
             out.push(b'[');
@@ -85,8 +90,7 @@ fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()
                         out.push(b',');
                     }
                     first = false;
-                    canon_value(b, i, out, depth + 1)?;
-                    i = skip_ws(b, skip_value(b, i)?);
+                    i = skip_ws(b, canon_value(b, i, out, depth + 1)?);
                     match b.get(i) {
                         Some(b',') => i = skip_ws(b, i + 1),
                         Some(b']') => break,
@@ -95,9 +99,11 @@ fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()
                 }
             }
             out.push(b']');
+            Some(i + 1)
         }
         b'{' => {
-            let mut members: Vec<(&[u8], usize)> = Vec::new();
+            // Members are found first (their order is the sort's), then written in key order.
+            let mut members: Vec<(&[u8], usize, usize)> = Vec::new();
             let mut i = skip_ws(b, p + 1);
             if b.get(i) != Some(&b'}') {
                 loop {
@@ -108,8 +114,9 @@ fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()
                         return None;
                     }
                     let v = skip_ws(b, i + 1);
-                    members.push((key, v));
-                    i = skip_ws(b, skip_value(b, v)?);
+                    let v_end = skip_value(b, v)?;
+                    members.push((key, v, v_end));
+                    i = skip_ws(b, v_end);
                     match b.get(i) {
                         Some(b',') => i = skip_ws(b, i + 1),
                         Some(b'}') => break,
@@ -119,26 +126,27 @@ fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<()
             }
             members.sort_by(|a, b| a.0.cmp(b.0));
             out.push(b'{');
-            for (k, (key, v)) in members.iter().enumerate() {
+            for (k, &(key, v, v_end)) in members.iter().enumerate() {
                 if k > 0 {
                     out.push(b',');
                 }
                 out.extend_from_slice(key);
                 out.push(b':');
-                if matches!(*key, b"\"blockNumber\"" | b"\"fromBlock\"" | b"\"toBlock\"") {
-                    canon_block(&b[*v..skip_value(b, *v)?], out)?;
+                if matches!(key, b"\"blockNumber\"" | b"\"fromBlock\"" | b"\"toBlock\"") {
+                    canon_block(&b[v..v_end], out)?;
                 } else {
-                    canon_value(b, *v, out, depth + 1)?;
+                    canon_value(b, v, out, depth + 1)?;
                 }
             }
             out.push(b'}');
+            Some(i + 1)
         }
         _ => {
             let end = skip_value(b, p)?;
             out.extend_from_slice(&b[p..end]);
+            Some(end)
         }
     }
-    Some(())
 }
 
 /// One form per block reference: a missing or null block is `"latest"`, `{"blockNumber": X}` is `X`, hex is
@@ -151,13 +159,13 @@ fn canon_block(raw: &[u8], out: &mut Vec<u8>) -> Option<()> {
                 return canon_block(n, out);
             }
         }
-        return canon_value(raw, 0, out, 1);
+        return canon_value(raw, 0, out, 1).map(drop);
     }
     if raw == b"null" {
         out.extend_from_slice(b"\"latest\"");
         return Some(());
     }
-    canon_value(raw, 0, out, 1)
+    canon_value(raw, 0, out, 1).map(drop)
 }
 
 /// Number of members of a JSON object.
@@ -183,9 +191,13 @@ fn object_len(b: &[u8]) -> Option<usize> {
     }
 }
 
-/// `"0x..."` with only hex digits: addresses, hashes and data, where case carries no meaning.
+/// `"0x..."` with only hex digits: addresses, hashes and data, where case carries no meaning. The digits are
+/// checked without an early exit, so the loop has no branch per byte.
 fn is_hex(s: &[u8]) -> bool {
-    s.len() >= 4 && (s[1..3] == *b"0x" || s[1..3] == *b"0X") && s[3..s.len() - 1].iter().all(u8::is_ascii_hexdigit)
+    let hex_digit = |c: u8| (c.wrapping_sub(b'0') < 10) | ((c | 0x20).wrapping_sub(b'a') < 6);
+    s.len() >= 4
+        && (s[1..3] == *b"0x" || s[1..3] == *b"0X")
+        && s[3..s.len() - 1].iter().fold(true, |all, &c| all & hex_digit(c))
 }
 
 #[cfg(test)]
@@ -208,6 +220,10 @@ mod tests {
             r#"[ { "data" : "0x70A0", "to":"0xabcdef0000000000000000000000000000000001" } ]"#,
         );
         assert_eq!(a, b);
+        assert_eq!(
+            key("m", r#"[ ["0xAB" , {"b":["0xCD"],"a":1}] ,"0xEF" ]"#),
+            key("m", r#"[["0xab",{"a":1,"b":["0xcd"]}],"0xef"]"#)
+        );
         assert_eq!(
             key("eth_getBalance", r#"["0xAA","0xA"]"#),
             key("eth_getBalance", r#"["0xaa","0xa"]"#)
@@ -244,6 +260,9 @@ mod tests {
             key("eth_call", r#"[{"data":"0x1","to":null},"latest"]"#),
             key("eth_call", r#"[{"data":"0x1"},"latest",{}]"#),
             key("eth_call", r#"["a,b"]"#),
+            key("m", r#"[["0xab"],"q"]"#),
+            key("m", r#"[["0xab","q"]]"#),
+            key("m", r#"[["0xab"]]"#),
             key("eth_call", r#"["a","b"]"#),
             key("some_method", r#"["Latest"]"#),
             key("some_method", r#"["latest"]"#),
