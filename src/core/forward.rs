@@ -57,15 +57,32 @@ pub async fn forward_as(
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
-    forward_with(&Live, route, call, info, caller, deadline, ids).await
+    let block = block_ref(&info, call.params);
+    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
 }
 
-/// [`forward_as`] over any [`Exchange`] (the unit tests' scripted one).
+/// [`forward_as`] for a caller that has already read the call's block parameter (`core::pipeline`, for the
+/// cache and dedupe), so the params are not scanned for it twice.
+pub async fn forward_at(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    block: BlockRef,
+    caller: &Caller,
+    deadline: Instant,
+    ids: &Cell<u64>,
+) -> CallOutcome {
+    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
+}
+
+/// [`forward_as`] over any [`Exchange`] (the unit tests' scripted one); `block` is `block_ref(&info, params)`.
+#[allow(clippy::too_many_arguments)]
 pub async fn forward_with<E: Exchange>(
     ex: &E,
     route: &NetworkRoute,
     call: &Call<'_>,
     info: MethodInfo,
+    block: BlockRef,
     caller: &Caller,
     deadline: Instant,
     ids: &Cell<u64>,
@@ -75,7 +92,7 @@ pub async fn forward_with<E: Exchange>(
     let mut body = route.bodies.take_empty();
     body.reserve(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
-    let outcome = Attempts::new(ex, route, call, info, caller, deadline)
+    let outcome = Attempts::new(ex, route, call, info, block, caller, deadline)
         .run(&body, id)
         .await;
     route.bodies.give(body);
@@ -125,11 +142,11 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         route: &'r NetworkRoute,
         call: &'r Call<'c>,
         info: MethodInfo,
+        block: BlockRef,
         caller: &'r Caller,
         deadline: Instant,
     ) -> Self {
         let write = info.kind.sent_once();
-        let block = block_ref(&info, call.params);
         let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
         let tag = finality::tag_of(block).filter(|_| !route.solana);
         let mark_key = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));

@@ -206,6 +206,7 @@ fn run(route: &NetworkRoute, script: &Script, method: &str, params: &str, within
         route,
         &call,
         lookup(method),
+        block_ref(&lookup(method), call.params),
         &Caller::default(),
         deadline,
         &ids,

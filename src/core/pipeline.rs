@@ -13,7 +13,7 @@ use super::cache::{answer_cacheable, request_pin};
 use super::canon::canonical_key;
 use super::dedupe::Role;
 use super::finality::tag_of;
-use super::forward::{forward_as, revealed_head};
+use super::forward::{forward_at, revealed_head};
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller, ProxyError, Source};
 use super::route::NetworkRoute;
@@ -47,19 +47,21 @@ pub async fn forward(
         Kind::Unknown => route.recorder.metrics().unknown_method(),
         _ => {}
     }
+    // The block parameter is read once here for the cache, dedupe and the retry loop.
+    let block = block_ref(&info, call.params);
     if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
         if let Some(key) = canonical_key(&call.method, &info, call.params) {
-            return reuse_or_forward(route, call, info, caller, deadline, ids, key).await;
+            return reuse_or_forward(route, call, (info, block), caller, deadline, ids, key).await;
         }
     }
-    send(route, call, info, caller, deadline, ids).await
+    send(route, call, (info, block), caller, deadline, ids).await
 }
 
 /// The retry loop, or for `eth_getLogs` `core::logs` (split to fit providers' limits, through the same loop).
 async fn send(
     route: &NetworkRoute,
     call: &Call<'_>,
-    info: MethodInfo,
+    (info, block): (MethodInfo, BlockRef),
     caller: &Caller,
     deadline: Instant,
     ids: &Cell<u64>,
@@ -67,7 +69,7 @@ async fn send(
     if call.method == "eth_getLogs" {
         return super::logs::get_logs(route, call, info, caller, deadline, ids).await;
     }
-    forward_as(route, call, info, caller, deadline, ids).await
+    forward_at(route, call, info, block, caller, deadline, ids).await
 }
 
 /// A read: answered from the cache when its answer can never change, joined to an identical read already
@@ -75,14 +77,14 @@ async fn send(
 async fn reuse_or_forward(
     route: &NetworkRoute,
     call: &Call<'_>,
-    info: MethodInfo,
+    asked: (MethodInfo, BlockRef),
     caller: &Caller,
     deadline: Instant,
     ids: &Cell<u64>,
     key: Vec<u8>,
 ) -> CallOutcome {
     let metrics = route.recorder.metrics();
-    let block = block_ref(&info, call.params);
+    let (info, block) = asked;
     let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
     let finalized = route.live.tags.agreed(Finality::Finalized);
     let pin = route.cache.as_ref().and_then(|_| {
@@ -118,7 +120,7 @@ async fn reuse_or_forward(
         }
     };
     let Some(inflight) = &route.inflight else {
-        let outcome = send(route, call, info, caller, deadline, ids).await;
+        let outcome = send(route, call, asked, caller, deadline, ids).await;
         store(&outcome, key);
         return outcome;
     };
@@ -145,11 +147,11 @@ async fn reuse_or_forward(
                 // The mark may have risen while the shared call was in flight: a head below it is not ours.
                 Some(outcome) if !below_mark(route, &info, latest, tag, caller, &outcome) => outcome,
                 // Below the mark, or the leader's client went away before it finished: ask ourselves.
-                _ => send(route, call, info, caller, deadline, ids).await,
+                _ => send(route, call, asked, caller, deadline, ids).await,
             }
         }
         Role::Leader(leader) => {
-            let outcome = send(route, call, info, caller, deadline, ids).await;
+            let outcome = send(route, call, asked, caller, deadline, ids).await;
             if let Some(key) = cache_key {
                 store(&outcome, key);
             }

@@ -424,18 +424,17 @@ pub fn block_ref(info: &MethodInfo, params: Option<&[u8]>) -> BlockRef {
     let Some(raw) = params.and_then(|p| nth_element(p, index)) else {
         return BlockRef::Latest;
     };
-    if raw.first() == Some(&b'{') {
-        return BlockRef::Pinned;
-    }
-    match plain_str(raw) {
-        Some("latest") | Some("pending") => BlockRef::Latest,
-        Some("safe") => BlockRef::Final(Finality::Safe),
-        Some("finalized") => BlockRef::Final(Finality::Finalized),
-        Some("earliest") => BlockRef::Tag,
-        Some(s) if s.len() == 66 => BlockRef::Pinned,
-        Some(_) => crate::jsonscan::hex_quantity(raw).map_or(BlockRef::Tag, BlockRef::Number),
-        None if raw == b"null" => BlockRef::Latest,
-        None => BlockRef::Tag,
+    // Compared as raw bytes: a tag written with an escape is no tag (as a node reads it), and this runs
+    // for every read.
+    match raw {
+        [b'{', ..] => BlockRef::Pinned,
+        b"\"latest\"" | b"\"pending\"" | b"null" => BlockRef::Latest,
+        b"\"safe\"" => BlockRef::Final(Finality::Safe),
+        b"\"finalized\"" => BlockRef::Final(Finality::Finalized),
+        b"\"earliest\"" => BlockRef::Tag,
+        // A block hash (66 characters with the 0x).
+        _ if raw.len() == 68 && plain_str(raw).is_some() => BlockRef::Pinned,
+        _ => crate::jsonscan::hex_quantity(raw).map_or(BlockRef::Tag, BlockRef::Number),
     }
 }
 
@@ -539,5 +538,13 @@ mod tests {
             block_ref(&lookup("eth_getBlockByNumber"), Some(br#"["pending", false]"#)),
             BlockRef::Latest
         );
+        assert_eq!(block_ref(&call, Some(br#"[{}, null]"#)), BlockRef::Latest);
+        // A tag spelt with an escape, a number, or a 66-byte string with an escape in it is none of the
+        // above: a node would not read it as a tag or a hash either.
+        assert_eq!(block_ref(&call, Some(br#"[{}, "lat\u0065st"]"#)), BlockRef::Tag);
+        assert_eq!(block_ref(&call, Some(br#"[{}, 16]"#)), BlockRef::Tag);
+        let escaped = format!(r#"[{{}}, "0x\u0030{}"]"#, "a".repeat(58));
+        assert_eq!(nth_element(escaped.as_bytes(), 1).map(<[u8]>::len), Some(68));
+        assert_eq!(block_ref(&call, Some(escaped.as_bytes())), BlockRef::Tag);
     }
 }
