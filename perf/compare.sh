@@ -26,7 +26,8 @@
 #   QUIET_WAIT=120    before each measured run wait up to this many seconds for both cores to be idle (< 10% busy
 #                     over 1 s), so an unrelated build does not land in a measurement; 0 disables
 #   SKIP_BUILD=1      use the binaries already built (PRISM_BIN=path picks another Prism build)
-#   BASE_BIN=path     a second Prism build (say, before a change) as target "base" in the same run; add "base"
+#   BASE_BIN=path     a second Prism build (say, before a change) as target "base" (pass-through) and "baseon"
+#                     (dedupe and cache on) in the same run; add "base" and/or "baseon"
 #                     to TARGETS
 #   PASSTHROUGH=1     Prism with [cache] dedupe and cache off (default): the one repeated body is then forwarded
 #                     every time, as distinct requests are; PASSTHROUGH=0 measures with dedupe joining them
@@ -313,10 +314,11 @@ start_prism() { # target binary [on]
 
 if want prism; then start_prism prism "$PRISM_BIN"; fi
 if want prismon; then start_prism prismon "$PRISM_BIN" on; fi
-if want base; then
-  [[ -x "${BASE_BIN:-}" ]] || die "target base needs BASE_BIN=path to a prism binary"
-  start_prism base "$BASE_BIN"
+if want base || want baseon; then
+  [[ -x "${BASE_BIN:-}" ]] || die "targets base and baseon need BASE_BIN=path to a prism binary"
 fi
+if want base; then start_prism base "$BASE_BIN"; fi
+if want baseon; then start_prism baseon "$BASE_BIN" on; fi
 
 # ---------------------------------------------------------------------------------------------- load
 oha_run() { # target mode round

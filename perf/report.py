@@ -9,7 +9,7 @@ import json
 import statistics
 import sys
 
-ORDER = ["direct", "nginx", "floor", "base", "prism", "prismon"]
+ORDER = ["direct", "nginx", "floor", "base", "prism", "baseon", "prismon"]
 
 
 def load_oha(path):
@@ -159,7 +159,7 @@ def table(path, rate, duration):
     def ratio(a, b):
         return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
-    for name in ("base", "prism", "prismon"):
+    for name in ("base", "prism", "baseon", "prismon"):
         if name not in summary or "nginx" not in summary:
             continue
         p, n = summary[name], summary["nginx"]

@@ -3,7 +3,8 @@
 # optionally a `perf record -e cpu-clock -g` of it: where the CPU per request goes, user space or the
 # kernel, and in the kernel which paths. compare.sh gives the totals; this splits them. See perf/README.md.
 #
-# Usage: perf/split.sh TARGET      TARGET: prism (dedupe and cache off), floor, or nginx
+# Usage: perf/split.sh TARGET      TARGET: prism (dedupe and cache off), prismon (Prism's defaults: dedupe
+#                                  and cache on), floor, or nginx
 #   DURATION=8   seconds measured (after 2 s of warm-up)
 #   RATE=5000    a fixed rate (oha -q, 16 connections, latency correction) instead of the closed loop
 #   RECORD=1     also perf record the proxy while it is measured (then its figures carry perf's overhead:
@@ -13,7 +14,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TARGET=${1:?usage: perf/split.sh prism|floor|nginx}
+TARGET=${1:?usage: perf/split.sh prism|prismon|floor|nginx}
 DURATION=${DURATION:-8}
 PRISM_BIN=${PRISM_BIN:-$ROOT/target/release/prism}
 FLOOR_BIN=${FLOOR_BIN:-$ROOT/target/release/examples/floor_forwarder}
@@ -57,9 +58,11 @@ STARTED+=($!)
 ready "http://127.0.0.1:$UP/"
 
 case $TARGET in
-prism)
+prism | prismon)
   cp "$PRISM_BIN" "$WORK/rpc-proxy"
-  bench_config "127.0.0.1:$PORT" "127.0.0.1:$(free_port)" "http://127.0.0.1:$UP" 1 1 >"$WORK/config.toml"
+  passthrough=1
+  [[ $TARGET == prismon ]] && passthrough=0
+  bench_config "127.0.0.1:$PORT" "127.0.0.1:$(free_port)" "http://127.0.0.1:$UP" 1 "$passthrough" >"$WORK/config.toml"
   taskset -c 0 "$WORK/rpc-proxy" serve --config "$WORK/config.toml" >"$WORK/proxy.log" 2>&1 &
   STARTED+=($!)
   PID=$!
