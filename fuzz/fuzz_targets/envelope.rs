@@ -104,6 +104,7 @@ fn check_item(raw: &RawValue, item: &Item<'_>, input: &[u8]) {
                 })
             });
             assert_eq!(got_params, params, "params of {:?}", String::from_utf8_lossy(input));
+            check_canonical_key(call, input);
         }
         (Err(_), Err(_)) => {}
         (Ok(_), Err(rejected)) => panic!(
@@ -118,6 +119,34 @@ fn check_item(raw: &RawValue, item: &Item<'_>, input: &[u8]) {
             String::from_utf8_lossy(input)
         ),
     }
+}
+
+/// The dedupe and cache key of a call Prism accepted (it reads client bytes too): no panic, its params part
+/// is JSON, and it is a fixed point (the key of the canonical params is the same key), so two spellings of
+/// one question cannot end up with different keys by being canonicalised differently.
+fn check_canonical_key(call: &prism::rpc::Call<'_>, input: &[u8]) {
+    use prism::core::canon::canonical_key;
+    use prism::rpc::methods::{block_ref, lookup};
+    let info = lookup(&call.method);
+    let _ = block_ref(&info, call.params);
+    let Some(key) = canonical_key(&call.method, &info, call.params) else {
+        return;
+    };
+    let canonical = &key[4 + call.method.len()..];
+    if let Err(e) = serde_json::from_slice::<Value>(canonical) {
+        panic!(
+            "canonical params {:?} are not JSON ({e}) for {:?}",
+            String::from_utf8_lossy(canonical),
+            String::from_utf8_lossy(input)
+        );
+    }
+    assert_eq!(
+        canonical_key(&call.method, &info, Some(canonical)).as_deref(),
+        Some(&key[..]),
+        "the key of {:?} is not a fixed point (from {:?})",
+        String::from_utf8_lossy(canonical),
+        String::from_utf8_lossy(input)
+    );
 }
 
 /// RFC 8259 grammar, numbers of any size (serde_json refuses those out of f64 range; Prism takes them on
