@@ -104,6 +104,10 @@ LOAD=$!
 sleep 2
 # CPU over the measured window; requests over it from the run's mean rate (the load is steady).
 ticks() { awk '{print $14, $15}' "/proc/$PID/stat"; } # utime stime
+# Loopback TCP segments sent by anyone (client, proxy, upstream) over the window: the kernel's share of a
+# request is mostly its segments' trip through the TCP stack, so equal counts mean equal kernel work there.
+segs() { nstat -az TcpOutSegs 2>/dev/null | awk '$1 == "TcpOutSegs" {print $2}'; }
+segs0=$(segs)
 before=$(ticks)
 if [[ -n "${RECORD:-}" ]]; then
   perf record -q -e cpu-clock -F 4000 -g -p "$PID" -o "$ROOT/target/perf/split-$TARGET.data" -- sleep "$DURATION" 2>/dev/null
@@ -111,16 +115,22 @@ else
   sleep "$DURATION"
 fi
 after=$(ticks)
+segs1=$(segs)
 wait "$LOAD"
-python3 - "$before" "$after" "$WORK/oha.json" "$DURATION" "$TARGET" "$(getconf CLK_TCK)" ${RATE:+"$RATE"} <<'PY'
+python3 - "$before" "$after" "$WORK/oha.json" "$DURATION" "$TARGET" "$(getconf CLK_TCK)" "${segs0:-0}" "${segs1:-0}" \
+  ${RATE:+"$RATE"} <<'PY'
 import json, sys
 (u0, s0), (u1, s1) = (map(int, sys.argv[1].split()), map(int, sys.argv[2].split()))
 rps = json.load(open(sys.argv[3]))["summary"]["requestsPerSec"]
 dur, target, hz = float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+segs = int(sys.argv[8]) - int(sys.argv[7])
 reqs = rps * dur
 user, kernel = (u1 - u0) / hz * 1e6 / reqs, (s1 - s0) / hz * 1e6 / reqs
-shape = "closed loop" if len(sys.argv) < 8 else f"at a fixed {sys.argv[7]}/s"
-print(f"{target}: {rps:.0f} req/s {shape}; CPU per request {user + kernel:.1f} µs = user {user:.1f} + kernel {kernel:.1f}")
+shape = "closed loop" if len(sys.argv) < 10 else f"at a fixed {sys.argv[9]}/s"
+print(
+    f"{target}: {rps:.0f} req/s {shape}; CPU per request {user + kernel:.1f} µs = user {user:.1f} + kernel {kernel:.1f}; "
+    f"loopback TCP segments per request {segs / reqs:.2f} (all processes; 2 is a direct call)"
+)
 PY
 if [[ -n "${RECORD:-}" ]]; then
   echo "perf data: $ROOT/target/perf/split-$TARGET.data (perf report -i FILE --no-children --sort dso,sym -g none)"
