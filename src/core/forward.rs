@@ -61,21 +61,9 @@ pub async fn forward_as(
     forward_with(&Live, route, call, info, block, caller, deadline, ids).await
 }
 
-/// [`forward_as`] for a caller that has already read the call's block parameter (`core::pipeline`, for the
-/// cache and dedupe), so the params are not scanned for it twice.
-pub async fn forward_at(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    block: BlockRef,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
-}
-
-/// [`forward_as`] over any [`Exchange`] (the unit tests' scripted one); `block` is `block_ref(&info, params)`.
+/// [`forward_as`] over any [`Exchange`] (`Live`, or the unit tests' scripted one), for a caller that has
+/// already read the call's block parameter (`block_ref(&info, params)`: `core::pipeline` reads it for the
+/// cache and dedupe, so the params are not scanned for it twice).
 #[allow(clippy::too_many_arguments)]
 pub async fn forward_with<E: Exchange>(
     ex: &E,

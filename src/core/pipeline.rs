@@ -12,8 +12,9 @@ use crate::telemetry::metrics::Reuse;
 use super::cache::{answer_cacheable, request_pin};
 use super::canon::canonical_key;
 use super::dedupe::Role;
+use super::exchange::Live;
 use super::finality::tag_of;
-use super::forward::{forward_at, revealed_head};
+use super::forward::{forward_with, revealed_head};
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller, ProxyError, Source};
 use super::route::NetworkRoute;
@@ -69,7 +70,7 @@ async fn send(
     if call.method == "eth_getLogs" {
         return super::logs::get_logs(route, call, info, caller, deadline, ids).await;
     }
-    forward_at(route, call, info, block, caller, deadline, ids).await
+    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
 }
 
 /// A read: answered from the cache when its answer can never change, joined to an identical read already
