@@ -34,11 +34,17 @@ const HIGHS: u64 = ONES * 0x80;
 fn string_stops(x: u64) -> u64 {
     let quote = x ^ (ONES * u64::from(b'"'));
     let backslash = x ^ (ONES * u64::from(b'\\'));
-    // A zero byte z sets its high bit in (z - 1) & !z; a byte x < 0x20 sets it in (x - 0x20) & !x.
+    // A zero byte z sets its high bit in (z - 1) & !z.
     let zero_quote = quote.wrapping_sub(ONES) & !quote;
     let zero_backslash = backslash.wrapping_sub(ONES) & !backslash;
-    let control = x.wrapping_sub(ONES * 0x20) & !x;
-    (zero_quote | zero_backslash | control) & HIGHS
+    (zero_quote | zero_backslash) & HIGHS | control_bytes(x)
+}
+
+/// High bit set in each byte of `x` below 0x20 (a byte c < 0x20 sets it in (c - 0x20) & !c; exact for
+/// thresholds up to 0x80), with the same borrow caveat as [`string_stops`]: the lowest set bit is exact.
+#[inline]
+fn control_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES * 0x20) & !x & HIGHS
 }
 
 /// End (exclusive) of the string starting at `p`; `None` unless it is closed, holds no raw control
@@ -90,11 +96,9 @@ pub fn skip_string(b: &[u8], p: usize) -> Option<usize> {
 /// Whether any byte is below 0x20, eight bytes at a time (a byte-wise loop would double a string's cost).
 fn has_control(s: &[u8]) -> bool {
     let mut chunks = s.chunks_exact(8);
-    // A byte x < 0x20 sets its high bit in (x - 0x20) & !x (exact for thresholds up to 0x80).
-    let swar = chunks.by_ref().any(|c| {
-        let x = u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8]));
-        x.wrapping_sub(ONES * 0x20) & !x & (ONES * 0x80) != 0
-    });
+    let swar = chunks
+        .by_ref()
+        .any(|c| control_bytes(u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8]))) != 0);
     swar || chunks.remainder().iter().any(|&c| c < 0x20)
 }
 

@@ -424,8 +424,8 @@ pub fn block_ref(info: &MethodInfo, params: Option<&[u8]>) -> BlockRef {
     let Some(raw) = params.and_then(|p| nth_element(p, index)) else {
         return BlockRef::Latest;
     };
-    // Compared as raw bytes: a tag written with an escape is no tag (as a node reads it), and this runs
-    // for every read.
+    // Compared as raw bytes (this runs for every read). A tag spelt with an escape (`"lat\u0065st"`) is
+    // not recognised and reads as `Tag`, as it did when this went through `plain_str`.
     match raw {
         [b'{', ..] => BlockRef::Pinned,
         b"\"latest\"" | b"\"pending\"" | b"null" => BlockRef::Latest,
@@ -539,8 +539,8 @@ mod tests {
             BlockRef::Latest
         );
         assert_eq!(block_ref(&call, Some(br#"[{}, null]"#)), BlockRef::Latest);
-        // A tag spelt with an escape, a number, or a 66-byte string with an escape in it is none of the
-        // above: a node would not read it as a tag or a hash either.
+        // A tag spelt with an escape, a number, or a 66-byte string with an escape in it is not recognised:
+        // `Tag` (not cached, not held to the latest mark), as before block_ref compared raw bytes.
         assert_eq!(block_ref(&call, Some(br#"[{}, "lat\u0065st"]"#)), BlockRef::Tag);
         assert_eq!(block_ref(&call, Some(br#"[{}, 16]"#)), BlockRef::Tag);
         let escaped = format!(r#"[{{}}, "0x\u0030{}"]"#, "a".repeat(58));
