@@ -254,6 +254,49 @@ fn a_failed_record_fetch_is_never_taken_as_undelegated() {
 
 // ---- account reads ---------------------------------------------------------------------------------------
 
+/// MagicBlock's Resolver reads an account's delegation record through the router: the record lives only on
+/// the base layer (owned by the delegation program, like the base copy of a delegated account, but with no
+/// record of its own), so it is served from there, even with a default ER to guess.
+#[test]
+fn delegation_records_and_sysvars_are_read_from_the_base_layer() {
+    let m = Magic::two_ers();
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let record = record_of("alice");
+    for _ in 0..2 {
+        let v = m.result(
+            "getAccountInfo",
+            json!([record, {"encoding": "base64", "commitment": "confirmed"}]),
+        );
+        assert_eq!(v["value"]["owner"], DELEGATION_PROGRAM, "the record itself: {v}");
+        assert_eq!(v["context"]["slot"], json!(m.base.slot()), "{v}");
+    }
+    let v = m.result("getMultipleAccounts", json!([[alice, record], {"encoding": "base64"}]));
+    assert_eq!(v["value"][0]["lamports"], json!(ON_ER1), "alice from ER 1: {v}");
+    assert_eq!(
+        v["value"][1]["owner"], DELEGATION_PROGRAM,
+        "its record from the base layer: {v}"
+    );
+    assert_eq!(m.er1.count_for("getAccountInfo", &record), 0);
+    assert_eq!(m.er2().count_for("getAccountInfo", &record), 0);
+    assert_eq!(m.prism.metric("prism_solana_rerouted_total"), 0.0);
+    // The base layer's copy of alice is still never served.
+    let v = m.result("getAccountInfo", acct(&alice));
+    assert_eq!(v["value"]["lamports"], json!(ON_ER1), "{v}");
+    // Sysvars: no record lookup at all.
+    let rent = "SysvarRent111111111111111111111111111111111";
+    m.base.set_account(
+        rent,
+        Account::new(1_009_200, "Sysvar1111111111111111111111111111111111111", &[0; 17]),
+    );
+    let v = m.result("getAccountInfo", acct(rent));
+    assert_eq!(v["value"]["lamports"], json!(1_009_200), "{v}");
+    assert_eq!(
+        m.base
+            .count_for("getAccountInfo", &support::solana_fake::delegation_record(rent)),
+        0
+    );
+}
+
 #[test]
 fn token_account_balance_routes_by_its_account() {
     let m = Magic::start();

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use super::base_only::ProgramOwned;
 use super::net::Dest;
 use super::pubkey::Pubkey;
 use super::sync::READ;
@@ -27,7 +28,7 @@ use crate::core::classify::{submission_says, SubmissionSays};
 use crate::core::marks::MarkKey;
 use crate::core::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::submit::send_deadline;
-use crate::jsonscan::{elements, nth_element, object_field, plain_str};
+use crate::jsonscan::{elements, nth_element, object_field, plain_str, plain_u64};
 use crate::rpc::methods::MethodInfo;
 use crate::rpc::wire::write_json_str;
 use crate::rpc::Call;
@@ -180,24 +181,42 @@ fn owned_by_program(sol: &SolanaRoute, account: &[u8]) -> bool {
     object_field(account, "owner").and_then(plain_str) == Some(sol.net.program.to_base58().as_str())
 }
 
-/// After the base layer showed `account` is delegated after all: reread its record and pick its ER (the
-/// default ER, or the only one, while the record is not yet visible at `confirmed`).
-async fn repaired_dest(sol: &Rc<SolanaRoute>, account: Pubkey, deadline: Instant) -> Option<Dest> {
-    let entry = sol.watch(account);
-    let _ = sol.refresh(&entry, deadline).await;
-    let dest = match entry.status.get() {
-        Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
-        _ => sol
-            .net
-            .default_er
-            .or((sol.net.ers.len() == 1).then_some(0))
-            .map(Dest::Er),
+/// After the base layer's answer suggested `account` is delegated after all: its ER, or `None` when the base
+/// layer's answer stands. `owned_at`: the slot of an answer showing the account owned by the delegation
+/// program, which is either the base layer's copy of a delegated account or one of the program's own
+/// accounts such as a delegation record (`base_only`); without it (a token balance that says "not a Token
+/// account") only a record read now tells.
+async fn repaired_dest(
+    sol: &Rc<SolanaRoute>,
+    account: Pubkey,
+    owned_at: Option<u64>,
+    deadline: Instant,
+) -> Option<Dest> {
+    let status = match owned_at {
+        Some(slot) => match sol.program_owned(account, slot, deadline).await {
+            ProgramOwned::DelegatedCopy(s) => s,
+            ProgramOwned::Own => return None,
+        },
+        None => {
+            let entry = sol.watch(account);
+            let _ = sol.refresh(&entry, deadline).await;
+            entry.status.get()
+        }
     };
-    if dest.is_some() {
-        let metrics = sol.route.recorder.metrics();
-        metrics.solana(crate::telemetry::metrics::SolanaMetric::Rerouted, 1);
-    }
-    dest
+    let Status::Delegated { er: Some(k), .. } = status else {
+        return None;
+    };
+    let metrics = sol.route.recorder.metrics();
+    metrics.solana(crate::telemetry::metrics::SolanaMetric::Rerouted, 1);
+    Some(Dest::Er(k))
+}
+
+/// The `context.slot` of a successful answer.
+fn answer_slot(out: &CallOutcome) -> Option<u64> {
+    result_of(out)
+        .and_then(|r| object_field(r, "context"))
+        .and_then(|c| object_field(c, "slot"))
+        .and_then(plain_u64)
 }
 
 async fn by_account(
@@ -221,15 +240,16 @@ async fn by_account(
             let wrong_side = match method {
                 "getAccountInfo" => result_of(&out)
                     .and_then(|r| object_field(r, "value"))
-                    .is_some_and(|v| owned_by_program(sol, v)),
+                    .is_some_and(|v| owned_by_program(sol, v))
+                    .then(|| Some(answer_slot(&out).unwrap_or(0))),
                 // A delegated token account looks like "not a Token account" on the base layer.
-                "getTokenAccountBalance" => {
-                    error_message(&out).is_some_and(|m| memchr::memmem::find(m, b"not a Token account").is_some())
-                }
-                _ => false,
+                "getTokenAccountBalance" => error_message(&out)
+                    .is_some_and(|m| memchr::memmem::find(m, b"not a Token account").is_some())
+                    .then_some(None),
+                _ => None,
             };
-            if wrong_side {
-                if let Some(er) = repaired_dest(sol, account, deadline).await {
+            if let Some(owned_at) = wrong_side {
+                if let Some(er) = repaired_dest(sol, account, owned_at, deadline).await {
                     tracing::debug!(network = %sol.net.name, %account, "answer came from the wrong side; asking the ER");
                     return sol.call_on(er, READ, method, params, caller, deadline).await;
                 }
@@ -403,9 +423,10 @@ async fn multiple_accounts(
     if wrong.is_empty() {
         return out;
     }
+    let owned_at = answer_slot(&out).unwrap_or(0);
     let mut moved = false;
     for i in wrong {
-        if let Some(er) = repaired_dest(sol, keys[i], deadline).await {
+        if let Some(er) = repaired_dest(sol, keys[i], Some(owned_at), deadline).await {
             dests[i] = er;
             moved = true;
         }
