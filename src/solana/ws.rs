@@ -258,9 +258,7 @@ fn invalid(message: &str) -> ProxyError {
 async fn dest_for(sol: &Rc<SolanaRoute>, key: Pubkey, deadline: Instant) -> Result<Dest, ProxyError> {
     match sol.status(key, deadline).await? {
         Status::Delegated { er: Some(k), .. } => Ok(Dest::Er(k)),
-        Status::Delegated { er: None, .. } => Err(invalid(
-            "the account is delegated to an ephemeral rollup this router does not serve",
-        )),
+        Status::Delegated { er: None, record } => Err(super::router::unknown_er(&record.authority)),
         _ => Ok(Dest::Base),
     }
 }

@@ -911,6 +911,81 @@ pub fn message_keys(raw: &[u8]) -> Option<(Vec<[u8; 32]>, [u8; 32])> {
     Some((keys, raw.get(at..at + 32)?.try_into().ok()?))
 }
 
+/// A wire transaction as `getTransaction` encodes it as "json": signatures and the message with its
+/// header, account keys, blockhash, instructions (data base58) and address table lookups.
+fn tx_json(raw: &[u8]) -> Option<Value> {
+    let mut at = 0;
+    let n = compact_u16(raw, &mut at)?;
+    let mut signatures = Vec::with_capacity(n);
+    for _ in 0..n {
+        signatures.push(b58(raw.get(at..at + 64)?));
+        at += 64;
+    }
+    let versioned = *raw.get(at)? & 0x80 != 0;
+    if versioned {
+        at += 1;
+    }
+    let header = raw.get(at..at + 3)?;
+    at += 3;
+    let keys = compact_u16(raw, &mut at)?;
+    let mut account_keys = Vec::with_capacity(keys);
+    for _ in 0..keys {
+        account_keys.push(b58(raw.get(at..at + 32)?));
+        at += 32;
+    }
+    let blockhash = b58(raw.get(at..at + 32)?);
+    at += 32;
+    let bytes = |at: &mut usize| -> Option<Vec<u8>> {
+        let len = compact_u16(raw, at)?;
+        let v = raw.get(*at..*at + len)?.to_vec();
+        *at += len;
+        Some(v)
+    };
+    let count = compact_u16(raw, &mut at)?;
+    let mut instructions = Vec::with_capacity(count);
+    for _ in 0..count {
+        let program = *raw.get(at)?;
+        at += 1;
+        let accounts = bytes(&mut at)?;
+        let data = bytes(&mut at)?;
+        instructions
+            .push(json!({"programIdIndex": program, "accounts": accounts, "data": b58(&data), "stackHeight": null}));
+    }
+    let mut message = json!({
+        "header": {"numRequiredSignatures": header[0], "numReadonlySignedAccounts": header[1],
+                   "numReadonlyUnsignedAccounts": header[2]},
+        "accountKeys": account_keys,
+        "recentBlockhash": blockhash,
+        "instructions": instructions,
+    });
+    if versioned {
+        let n = compact_u16(raw, &mut at)?;
+        let mut lookups = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = b58(raw.get(at..at + 32)?);
+            at += 32;
+            let writable = bytes(&mut at)?;
+            let readonly = bytes(&mut at)?;
+            lookups.push(json!({"accountKey": key, "writableIndexes": writable, "readonlyIndexes": readonly}));
+        }
+        message["addressTableLookups"] = json!(lookups);
+    }
+    Some(json!({"signatures": signatures, "message": message}))
+}
+
+/// A one-instruction legacy transaction signed (in name) by `signer`, calling `program` with no accounts:
+/// what the fake stores for a transaction it makes itself.
+fn made_up_transaction(sig: &str, signer: &str, program: &str, blockhash: &str) -> Vec<u8> {
+    let mut raw = vec![1];
+    raw.extend_from_slice(&bs58::decode(sig).into_vec().unwrap_or_else(|_| vec![0; 64]));
+    raw.extend_from_slice(&[1, 0, 1, 2]);
+    raw.extend_from_slice(&pubkey_bytes(signer));
+    raw.extend_from_slice(&pubkey_bytes(program));
+    raw.extend_from_slice(&pubkey_bytes(blockhash));
+    raw.extend_from_slice(&[1, 1, 0, 0]);
+    raw
+}
+
 /// A 64-byte signature derived from another one and a tag (a transaction the fake makes up).
 fn derived_signature(sig: &str, tag: &str) -> String {
     let a = Sha256::digest(format!("{tag}/0/{sig}").as_bytes());
@@ -1013,11 +1088,12 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
                 logs.push(format!("Program {MAGIC_PROGRAM} invoke [1]"));
                 logs.push(format!("ScheduledCommitSent signature: {scheduled}"));
                 logs.push(format!("Program {MAGIC_PROGRAM} success"));
+                let made = made_up_transaction(&scheduled, &g.identity(), MAGIC_PROGRAM, &g.blockhash);
                 g.signatures.insert(
                     scheduled.clone(),
                     Landed {
                         slot,
-                        tx_base64: String::new(),
+                        tx_base64: base64::engine::general_purpose::STANDARD.encode(made),
                         err: None,
                         landed: true,
                         logs: vec![format!("ScheduledCommitSent signature[0]: {commit}")],
@@ -1073,14 +1149,37 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
         }
         "getTransaction" => {
             let sig = params[0].as_str().unwrap_or("");
+            let encoding = params[1]["encoding"].as_str().unwrap_or("json");
             Ok(match g.signatures.get(sig) {
-                Some(l) if l.landed => json!({
-                    "blockTime": 1_700_000_000,
-                    "meta": {"err": l.err, "fee": 5000, "logMessages": l.logs, "postBalances": [],
-                             "preBalances": [], "status": {"Ok": null}},
-                    "slot": l.slot,
-                    "transaction": [l.tx_base64, "base64"],
-                }),
+                Some(l) if l.landed => {
+                    let raw = base64::engine::general_purpose::STANDARD
+                        .decode(&l.tx_base64)
+                        .unwrap_or_default();
+                    let transaction = match encoding {
+                        "base64" => json!([l.tx_base64, "base64"]),
+                        "base58" => json!([b58(&raw), "base58"]),
+                        "json" => tx_json(&raw).ok_or_else(|| invalid("the stored transaction does not parse"))?,
+                        other => {
+                            return Err(invalid(&format!(
+                                "Invalid param: encoding {other} is not supported by this fake"
+                            )))
+                        }
+                    };
+                    let version = match raw.get(1 + 64 * raw.first().copied().unwrap_or(0) as usize) {
+                        Some(b) if b & 0x80 != 0 => json!(b & 0x7f),
+                        _ => json!("legacy"),
+                    };
+                    json!({
+                        "blockTime": 1_700_000_000,
+                        "meta": {"err": l.err, "fee": 5000, "innerInstructions": [], "logMessages": l.logs,
+                                 "postBalances": [], "postTokenBalances": [], "preBalances": [],
+                                 "preTokenBalances": [], "rewards": [], "status": {"Ok": null},
+                                 "computeUnitsConsumed": 1000},
+                        "slot": l.slot,
+                        "transaction": transaction,
+                        "version": version,
+                    })
+                }
                 _ => Value::Null,
             })
         }

@@ -215,9 +215,22 @@ async function web3Steps() {
     }
     throw new Error(`resolve gives ${got}, expected ${want}`);
   };
+  // trackAccount returns once it read the record; its subscription may still be on its way (web3.js
+  // subscribes in the background). A router answers a subscription once its upstream confirmed it, so a
+  // change made after web3.js calls it "subscribed" must reach the Resolver.
+  const subscribed = async () => {
+    const until = Date.now() + 5000;
+    for (;;) {
+      const subs = Object.values(resolver.ws._subscriptionsByHash ?? {});
+      if (subs.length > 0 && subs.every((s) => s.state === "subscribed")) return;
+      check(Date.now() < until, `record subscriptions not live: ${JSON.stringify(subs.map((s) => s.state))}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
   await step("web3.Resolver.followsDelegation", async () => {
     const d = await resolver.trackAccount(dave);
     check(d.status === 1, `dave before: ${JSON.stringify(d)}`);
+    await subscribed();
     await need({ delegate: dave.toBase58(), to: "er2" });
     await follows(dave, erUrl("er2"));
     return {};
