@@ -301,6 +301,9 @@ async fn follow(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey) {
     }
 }
 
+/// Notifications one subscription holds while a verdict is out (`settle_held`), at most.
+const MAX_HELD: usize = 1024;
+
 /// Tells whether the held notifications of `sub` (from `slot` on) are the account's state, then relays
 /// those that are, in order, and drops the base layer's copies of a delegated account.
 async fn settle_held(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey, slot: u64) {
@@ -434,6 +437,12 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
                 == Some(program.as_str());
         if let Some(held) = sub.held.borrow_mut().as_mut() {
             held.push((msg, owned));
+            // Bounded: a flood while the verdict is out is relayed as it came rather than kept.
+            if held.len() >= MAX_HELD {
+                for (msg, _) in held.drain(..) {
+                    let _ = s.out.push(Message::Text(msg));
+                }
+            }
             return;
         }
         if let Some(key) = sub.account.filter(|_| owned) {

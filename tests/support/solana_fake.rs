@@ -1040,7 +1040,7 @@ pub fn zstd_raw(data: &[u8]) -> Vec<u8> {
 
 /// Whether `account` passes getProgramAccounts' `filters` (dataSize, memcmp with base58 or base64 bytes).
 fn passes(account: &Account, filters: &Value) -> bool {
-    filters.as_array().map_or(true, |fs| {
+    filters.as_array().is_none_or(|fs| {
         fs.iter().all(|f| {
             if let Some(n) = f["dataSize"].as_u64() {
                 return account.data.len() as u64 == n;
