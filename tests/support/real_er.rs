@@ -6,8 +6,8 @@
 //! It needs glibc 2.39 (Debian 12 has 2.36): `scripts/deps/solana.sh` unpacks Debian 13's libc6, libstdc++6
 //! and libgcc-s1 into `tests/solana/magicblock/er-runtime/lib`, and the validator runs through that loader
 //! with `nofile.so` preloaded (it insists on raising the open-file limit to 1 000 000; the shim clamps the raise
-//! to the hard limit). Its ledger lives in a temp dir, wiped at start (`--reset`). Killed on drop; its log is
-//! printed when a test panics.
+//! to the hard limit). Its ledger lives in a temp dir, wiped at start (`--reset`) and removed on drop. Killed on
+//! drop; its log is printed (and kept) when a test panics.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -23,6 +23,8 @@ pub struct RealEr {
     child: Child,
     port: u16,
     pub identity: String,
+    /// Its logs and ledger (about 300 MB of RocksDB files: removed on drop; the logs stay after a panic).
+    work: PathBuf,
     log: PathBuf,
 }
 
@@ -85,6 +87,7 @@ impl RealEr {
             child,
             port,
             identity,
+            work,
             log,
         };
         er.wait_ready(Duration::from_secs(60));
@@ -147,8 +150,11 @@ impl Drop for RealEr {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(self.work.join("ledger"));
         if std::thread::panicking() {
-            eprintln!("---- ER validator log ----\n{}", self.logs());
+            eprintln!("---- ER validator log ({}) ----\n{}", self.work.display(), self.logs());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.work);
         }
     }
 }
