@@ -35,6 +35,7 @@ use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
 
+pub mod lint;
 mod reload;
 pub use reload::World;
 use reload::{Reloader, WorldCell};

@@ -17,6 +17,17 @@ pub struct Config {
     pub cluster: Option<Cluster>,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[admin]`: who may use the admin listener's mutating endpoints (reload, cordon).
+    #[serde(default)]
+    pub admin: super::secrets::AdminAccess,
+    /// `NAME=value` lines read for `${NAME}` before the process environment, on start-up and on every
+    /// reload (so a secret rotated in the file is picked up by a reload). Relative to the config file.
+    #[serde(default)]
+    pub env_file: Option<String>,
+    /// Not a config key: a fingerprint of every secret the config read (`${NAME}` values and secret files),
+    /// by name, so a reload can say which ones changed without holding or showing them.
+    #[serde(skip)]
+    pub secrets: super::secrets::Fingerprints,
 }
 
 /// In-flight deduplication and the deterministic-result cache (per shard).
@@ -419,6 +430,9 @@ pub struct Provider {
     /// density of the logs already fetched so they stay under it.
     #[serde(default)]
     pub max_logs_results: Option<u64>,
+    /// `[networks.providers.auth]`: headers and basic auth the provider requires (HTTP and WebSocket).
+    #[serde(default)]
+    pub auth: super::secrets::ProviderAuth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -8,6 +8,7 @@
 use std::ops::Range;
 
 use crate::config::RetryOn;
+use crate::telemetry::cause::Reason;
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::{TransportError, UpstreamResponse};
 
@@ -125,6 +126,41 @@ impl Judged {
     pub fn class(&self) -> Class {
         match self {
             Judged::Answer { class, .. } | Judged::Failed { class, .. } => *class,
+        }
+    }
+
+    /// Why this exchange failed or was throttled, as metrics, `/status` and the log name it (`None` for an
+    /// answer, or for what is nobody's failure yet). The status wins over the body: a 401 with a JSON-RPC
+    /// error in it is `http_401`.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Judged::Failed {
+                failure: Failure::Transport(e),
+                ..
+            } => e.reason(),
+            Judged::Failed { class, .. } if *class == Class::QuotaExhausted => Some(Reason::Quota),
+            Judged::Failed {
+                failure: Failure::Status(status),
+                ..
+            } => Some(Reason::of_status(*status)),
+            Judged::Failed {
+                failure: Failure::Malformed { why, status, .. },
+                class,
+            } => Some(match (why, class) {
+                (_, Class::Throttled) if *status == 429 => Reason::Http429,
+                (_, Class::Throttled) => Reason::Throttled,
+                (InvalidResponse::WrongId, _) => Reason::WrongId,
+                _ => Reason::Malformed,
+            }),
+            Judged::Answer { status, class, .. } => match class {
+                Class::ProviderFailure | Class::Throttled if !(200..300).contains(status) => {
+                    Some(Reason::of_status(*status))
+                }
+                Class::ProviderFailure => Some(Reason::RpcError),
+                Class::Throttled => Some(Reason::Throttled),
+                Class::QuotaExhausted => Some(Reason::Quota),
+                _ => None,
+            },
         }
     }
 

@@ -17,12 +17,16 @@ pub use response::{parse_head, Framing, ResponseHead, UpstreamResponse, MAX_HEAD
 
 use std::fmt;
 
+use crate::telemetry::cause::Reason;
+
 /// Why an upstream exchange failed. `sent` says whether the request may have reached the upstream, which is
 /// what decides if a write may ever be tried again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportError {
     /// The host name did not resolve at start-up.
     Unresolved,
+    /// Nothing listens at the address (ECONNREFUSED).
+    Refused,
     Connect(String),
     Tls(String),
     Timeout {
@@ -50,10 +54,26 @@ impl TransportError {
             TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
             TransportError::Malformed(_) | TransportError::TooLarge => true,
             TransportError::Unresolved
+            | TransportError::Refused
             | TransportError::Connect(_)
             | TransportError::Tls(_)
             | TransportError::ConnectionLimit { .. } => false,
         }
+    }
+
+    /// Why it failed, as metrics and `/status` name it (`None` for Prism's own connection cap).
+    pub fn reason(&self) -> Option<Reason> {
+        Some(match self {
+            TransportError::Unresolved => Reason::Dns,
+            TransportError::Refused => Reason::Refused,
+            TransportError::Connect(_) => Reason::Connect,
+            TransportError::Tls(_) => Reason::Tls,
+            TransportError::Timeout { .. } => Reason::Timeout,
+            TransportError::Reset { .. } => Reason::Reset,
+            TransportError::Malformed(_) => Reason::Malformed,
+            TransportError::TooLarge => Reason::TooLarge,
+            TransportError::ConnectionLimit { .. } => return None,
+        })
     }
 }
 
@@ -61,6 +81,7 @@ impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TransportError::Unresolved => f.write_str("host did not resolve"),
+            TransportError::Refused => f.write_str("connection refused"),
             TransportError::Connect(e) => write!(f, "connect failed: {e}"),
             TransportError::Tls(e) => write!(f, "TLS failed: {e}"),
             TransportError::Timeout { .. } => f.write_str("timed out"),
