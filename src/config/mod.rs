@@ -6,6 +6,7 @@
 //! fix a file without reading source.
 
 pub mod changes;
+pub mod diff;
 pub mod endpoint;
 mod env;
 mod model;

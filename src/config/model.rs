@@ -1,8 +1,8 @@
 //! The config types. Field names are the TOML keys; defaults are the seeds' policy defaults.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub server: Server,
@@ -31,7 +31,7 @@ pub struct Config {
 }
 
 /// In-flight deduplication and the deterministic-result cache (per shard).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Identical in-flight reads share one upstream call.
@@ -55,7 +55,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Server {
     /// JSON-RPC over HTTP (and later WebSocket).
@@ -107,7 +107,7 @@ impl Server {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tls {
     pub cert: String,
@@ -115,7 +115,7 @@ pub struct Tls {
 }
 
 /// Every limit the edge and transport enforce. All have sane defaults.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest request body accepted (413 beyond). geth's own limit is 5 MiB.
@@ -205,7 +205,7 @@ impl Default for Limits {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     pub retry: RetryPolicy,
@@ -217,7 +217,7 @@ pub struct Policy {
 /// the same read goes to the next-best provider of another operator and the first good answer wins. Never
 /// for writes, filters or anything not idempotent; capped by a budget of extra upstream calls; never billed
 /// to the key.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HedgePolicy {
     pub enabled: bool,
@@ -240,7 +240,7 @@ impl Default for HedgePolicy {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
@@ -269,7 +269,7 @@ impl Default for RetryPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Jitter {
     Full,
@@ -277,7 +277,7 @@ pub enum Jitter {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum RetryOn {
     #[serde(rename = "timeout")]
     Timeout,
@@ -289,7 +289,7 @@ pub enum RetryOn {
     ConnectionReset,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerPolicy {
     pub failure_threshold: u32,
@@ -313,7 +313,7 @@ impl Default for BreakerPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum NetworkKind {
     #[serde(rename = "evm")]
     Evm,
@@ -321,7 +321,7 @@ pub enum NetworkKind {
     SolanaMagic,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     pub name: String,
@@ -370,21 +370,21 @@ pub struct Network {
 
 /// `[networks.methods]`: `read = [...]`, `write = [...]` (checked by `prism check`: a known submission
 /// cannot be declared a read).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeclaredMethods {
     pub read: Vec<String>,
     pub write: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderRole {
     Base,
     Ephemeral,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
     pub name: String,
@@ -435,7 +435,7 @@ pub struct Provider {
     pub auth: super::secrets::ProviderAuth,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -445,7 +445,7 @@ pub enum Strategy {
     Weighted,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Weights {
     pub latency: f64,
@@ -465,7 +465,7 @@ impl Default for Weights {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Key {
     pub name: String,
@@ -490,7 +490,7 @@ pub struct Key {
 }
 
 /// Where the shared state lives: one Redis (`redis_url`) or the master Redis Sentinel names (`sentinels`).
-#[derive(Clone, PartialEq, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
     /// `redis://` or `rediss://` (TLS), optionally with `user:password@`; absent when `sentinels` is given.

@@ -15,6 +15,17 @@ use super::ConfigError;
 #[serde(transparent)]
 pub struct Secret(String);
 
+/// Serialized (for `config::diff`) as a short fingerprint: a change shows, the value never does.
+impl serde::Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let digest = sha2::Sha256::digest(self.0.as_bytes());
+        s.serialize_str(&format!(
+            "secret:{:02x}{:02x}{:02x}{:02x}",
+            digest[0], digest[1], digest[2], digest[3]
+        ))
+    }
+}
+
 impl Secret {
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
@@ -34,7 +45,7 @@ impl std::fmt::Debug for Secret {
 /// `[networks.providers.auth]`: what a provider needs besides its URL. Values may be `${NAME}` (from the
 /// environment or `env_file`) or come from files (`*_file`, read at start-up and on every reload; a
 /// trailing newline is dropped; relative paths start at the config file's folder).
-#[derive(Clone, Default, PartialEq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProviderAuth {
     /// Extra request headers, name to value (`"x-api-key" = "${KEY}"`).
@@ -244,7 +255,7 @@ impl ProviderAuth {
 
 /// `[admin]`: a token every mutating admin endpoint (`POST /reload`, cordon, uncordon) requires as
 /// `Authorization: Bearer <token>`. Without one they answer only loopback peers. Re-read on every reload.
-#[derive(Clone, Default, PartialEq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminAccess {
     pub token: Option<Secret>,

@@ -100,12 +100,7 @@ fn env_file_values_win_over_the_environment_and_are_fingerprinted() {
 
 #[test]
 fn provider_auth_headers_are_checked_and_never_printed() {
-    let with = |auth: &str| {
-        MINIMAL.replace(
-            "name = \"a\"",
-            &format!("name = \"a\"\n  [networks.providers.auth]\n  {auth}"),
-        )
-    };
+    let with = |auth: &str| format!("{MINIMAL}  [networks.providers.auth]\n  {auth}\n");
     let env = |n: &str| (n == "KEY").then(|| "s3cret".to_string());
     let c = Config::from_toml_with(
         &with("headers = { \"x-api-key\" = \"${KEY}\" }\n  basic_user = \"u\"\n  basic_password = \"${KEY}\""),

@@ -604,7 +604,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
         let route = self.route;
         let name = || route.upstreams[p].name.clone();
-        judged.log_broken(&route.name, &route.upstreams[p].name, &self.call.method);
+        let causes = &route.live.providers()[p].causes;
+        judged.log_broken(
+            causes,
+            self.ex.now_ms(),
+            &route.name,
+            &route.upstreams[p].name,
+            &self.call.method,
+        );
         let sent = judged.maybe_sent();
         let retry_class = judged.retry_on();
         match judged {

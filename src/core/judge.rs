@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use crate::config::RetryOn;
-use crate::telemetry::cause::Reason;
+use crate::telemetry::cause::{CauseLog, Reason};
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::{TransportError, UpstreamResponse};
 
@@ -205,8 +205,19 @@ impl Judged {
     }
 
     /// Logs what a broken answer looked like: the reason and size, never the body (it may carry another
-    /// caller's data).
-    pub fn log_broken(&self, network: &str, provider: &str, method: &str) {
+    /// caller's data). At most one line per provider every few seconds (`causes`): a provider answering
+    /// garbage under load is not a log storm.
+    pub fn log_broken(&self, causes: &CauseLog, now_ms: u64, network: &str, provider: &str, method: &str) {
+        let broken = matches!(
+            self,
+            Judged::Failed {
+                failure: Failure::Transport(TransportError::Malformed(_)) | Failure::Malformed { .. },
+                ..
+            }
+        );
+        if !broken || causes.may_log(now_ms).is_none() {
+            return;
+        }
         match self {
             Judged::Failed {
                 failure: Failure::Transport(TransportError::Malformed(why)),

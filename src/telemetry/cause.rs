@@ -324,7 +324,7 @@ mod tests {
         );
         assert_eq!(log.minute_counts(20_000), [(Reason::Http401, 7), (Reason::Timeout, 1)]);
         // A minute later the early ones have left the window.
-        assert_eq!(log.last_minute(Reason::Http401, 71_000), 5);
+        assert_eq!(log.last_minute(Reason::Http401, 65_000), 5);
         assert_eq!(log.last_minute(Reason::Http401, 200_000), 0);
         assert!(
             log.record(Reason::Http401, Origin::Client, 200_000),

@@ -1,6 +1,7 @@
 //! Transport: how bytes reach an upstream and come back. HTTP/1.1 client on httparse with per-shard
 //! keep-alive pools, upstream TLS, and validation of every JSON-RPC response before it is trusted.
 
+pub mod auth;
 mod conn;
 pub mod dial;
 mod pool;
@@ -10,6 +11,7 @@ pub mod tls;
 pub mod validate;
 pub mod ws;
 
+pub use auth::ExtraHeaders;
 pub use conn::Stream;
 pub use pool::{PoolSettings, UpstreamPool};
 pub use request::write_post;

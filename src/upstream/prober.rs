@@ -122,9 +122,8 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
         .await;
     // A probe's answer is a few bytes: `light`, so one over the response limit is the provider's flood.
     let judged = judge(result, id, true, false, route.dialect());
-    if route.live.providers()[i].causes.may_log(now_ms()).is_some() {
-        judged.log_broken(&route.name, &route.upstreams[i].name, method);
-    }
+    let causes = &route.live.providers()[i].causes;
+    judged.log_broken(causes, now_ms(), &route.name, &route.upstreams[i].name, method);
     let reason = judged.reason();
     match judged {
         Judged::Answer {
