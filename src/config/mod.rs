@@ -1,6 +1,6 @@
 //! Typed configuration: TOML in, validated types out.
 //!
-//! Keys follow the reference configs (`tests/fixtures/robinhood.toml`, `tests/fixtures/solana-magic.toml`),
+//! Keys follow the reference configs (`examples/robinhood.toml`, `examples/solana-magic.toml`),
 //! which are a public contract: keys may be added here, none renamed.
 //! Defaults come from the seeds' policy documents. Validation names the offending field so an operator can
 //! fix a file without reading source.

@@ -36,8 +36,8 @@ fn reference_configs_load() {
         })
     };
     for text in [
-        include_str!("../../tests/fixtures/robinhood.toml"),
-        include_str!("../../tests/fixtures/solana-magic.toml"),
+        include_str!("../../examples/robinhood.toml"),
+        include_str!("../../examples/solana-magic.toml"),
     ] {
         Config::from_toml_with(text, env).unwrap();
     }
@@ -396,7 +396,7 @@ fn a_network_has_at_most_64_providers() {
 
 #[test]
 fn public_url_is_an_ers_address_and_nothing_else() {
-    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let magic = include_str!("../../examples/solana-magic.toml");
     let env = |name: &str| match name {
         "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
         _ => Some("x".to_string()),
@@ -444,7 +444,7 @@ fn floor_block_defaults_to_archive_and_is_validated() {
     let absurd = format!("{MINIMAL}  floor_block = {}\n", (1u64 << 53) + 1);
     let e = Config::from_toml_with(&absurd, no_env).unwrap_err().to_string();
     assert!(e.contains("networks[0].providers[0].floor_block"), "{e}");
-    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let magic = include_str!("../../examples/solana-magic.toml");
     let env = |name: &str| match name {
         "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
         _ => Some("x".to_string()),
