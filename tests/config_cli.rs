@@ -181,7 +181,11 @@ fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
     }
     // `--strict` wants them; an env file gives them.
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prism.toml");
-    let out = run_cli(&["check", "--strict", "--config", deploy.to_str().unwrap()], &[], CLI_TIME);
+    let out = run_cli(
+        &["check", "--strict", "--config", deploy.to_str().unwrap()],
+        &[],
+        CLI_TIME,
+    );
     assert_rejected(&out, "environment variable");
     let dir = Scratch::new();
     let env = dir.file(
@@ -189,7 +193,14 @@ fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
         "ALCHEMY_KEY=a\nQUICKNODE_URL=https://example.quiknode.pro/k/\nPRISM_TRADING_KEY=t\n",
     );
     let out = run_cli(
-        &["check", "--strict", "--env-file", env.to_str().unwrap(), "--config", deploy.to_str().unwrap()],
+        &[
+            "check",
+            "--strict",
+            "--env-file",
+            env.to_str().unwrap(),
+            "--config",
+            deploy.to_str().unwrap(),
+        ],
         &[],
         CLI_TIME,
     );
@@ -213,12 +224,15 @@ fn check_warns_about_allowlist_typos_and_a_burst_below_the_batch_limit() {
     let out = check_text(&toml, &[]);
     assert!(out.success(), "warnings are not errors: {}", out.all());
     assert!(
-        out.stdout.contains("warning: keys[0].allow[0]: \"eth_getLog\" is not a method Prism knows; did you mean \"eth_getLogs\"?"),
+        out.stdout.contains(
+            "warning: keys[0].allow[0]: \"eth_getLog\" is not a method Prism knows; did you mean \"eth_getLogs\"?"
+        ),
         "{}",
         out.all()
     );
     assert!(
-        out.stdout.contains("warning: keys[0].burst: 5 is below limits.max_batch (10)"),
+        out.stdout
+            .contains("warning: keys[0].burst: 5 is below limits.max_batch (10)"),
         "{}",
         out.all()
     );

@@ -56,9 +56,17 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
         deserialize_u32 => visit_u64(1), deserialize_u64 => visit_u64(1), deserialize_f32 => visit_f64(1.0),
         deserialize_f64 => visit_f64(1.0), deserialize_char => visit_char('x'), deserialize_str => visit_str(""),
         deserialize_string => visit_str(""), deserialize_bytes => visit_bytes(b""),
-        deserialize_byte_buf => visit_bytes(b""), deserialize_unit => visit_unit(),
-        deserialize_identifier => visit_str(""), deserialize_ignored_any => visit_unit(),
-        deserialize_any => visit_unit(),
+        deserialize_byte_buf => visit_bytes(b""), deserialize_identifier => visit_str(""),
+    }
+
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
+    }
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_unit()
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -200,5 +208,8 @@ fn every_config_key_has_a_line_in_the_reference_and_every_line_is_a_key() {
         missing.is_empty(),
         "keys of the typed config with no line in docs/CONFIGURATION.md (add `| `key` | default | meaning |`): {missing:?}"
     );
-    assert!(unknown.is_empty(), "docs/CONFIGURATION.md documents keys the config does not have: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "docs/CONFIGURATION.md documents keys the config does not have: {unknown:?}"
+    );
 }

@@ -602,9 +602,3 @@ pub(super) fn wall_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
-
-pub(super) fn json_str(s: &str) -> String {
-    let mut v = Vec::new();
-    crate::rpc::wire::write_json_str(&mut v, s);
-    String::from_utf8(v).unwrap_or_default()
-}
