@@ -40,7 +40,7 @@ enum Command {
     Check {
         #[arg(long, short)]
         config: PathBuf,
-        /// `NAME=value` lines read for `${NAME}` before `env_file` and the environment.
+        /// `NAME=value` lines read for `${NAME}` instead of the config's `env_file`, before the environment.
         #[arg(long)]
         env_file: Option<PathBuf>,
         /// Every `${NAME}` and secret file must be readable here (as `prism serve` requires).
@@ -349,7 +349,7 @@ fn check(path: &PathBuf, env_file: Option<PathBuf>, strict: bool) -> anyhow::Res
         println!("warning: {warning}");
     }
     for name in loaded.missing {
-        println!("note: {name} is not set here (a placeholder was checked); `prism serve` needs it");
+        println!("note: {name} is not available here (a placeholder was checked); `prism serve` needs it");
     }
     Ok(())
 }

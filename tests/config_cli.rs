@@ -177,7 +177,7 @@ fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
         let out = check(&path, &[]);
         assert!(out.success(), "{}: {}", path.display(), out.all());
         assert!(!out.all().contains("warning"), "{}: {}", path.display(), out.all());
-        assert!(out.stdout.contains("is not set here"), "{}", out.all());
+        assert!(out.stdout.contains("is not available here"), "{}", out.all());
     }
     // `--strict` wants them; an env file gives them.
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prism.toml");
@@ -204,7 +204,7 @@ fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
         &[],
         CLI_TIME,
     );
-    assert!(out.success() && !out.stdout.contains("not set"), "{}", out.all());
+    assert!(out.success() && !out.stdout.contains("not available"), "{}", out.all());
 }
 
 #[test]

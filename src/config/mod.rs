@@ -52,7 +52,7 @@ impl ConfigError {
 pub struct Reading {
     /// The config file's folder: `env_file` and secret files are relative to it.
     pub base_dir: Option<std::path::PathBuf>,
-    /// `--env-file`: read before `env_file` and the process environment.
+    /// `--env-file` (`prism check`): read instead of the config's `env_file`, before the process environment.
     pub env_file: Option<std::path::PathBuf>,
     pub lenient: bool,
 }
@@ -96,7 +96,7 @@ impl Config {
     }
 
     /// The whole reading: TOML (syntax errors with their line and column), `${NAME}` in string values (the
-    /// command line's env file first, then `env_file`, then `lookup`), the typed config (errors name the
+    /// command line's env file, or else `env_file`, then `lookup`), the typed config (errors name the
     /// field), secret files, validation.
     pub fn parse(
         text: &str,
@@ -107,8 +107,7 @@ impl Config {
         let mut files = Vec::new();
         if let Some(cli) = &reading.env_file {
             files.push(("--env-file".to_string(), cli.clone()));
-        }
-        if let Some(toml::Value::String(f)) = table.get("env_file") {
+        } else if let Some(toml::Value::String(f)) = table.get("env_file") {
             let path = match &reading.base_dir {
                 Some(base) if Path::new(f).is_relative() => base.join(f),
                 _ => Path::new(f).to_path_buf(),
