@@ -319,7 +319,7 @@ fn uptime(s: u64) -> String {
     }
 }
 
-fn check(path: &PathBuf, env_file: Option<PathBuf>, strict: bool) -> anyhow::Result<()> {
+fn check(path: &std::path::Path, env_file: Option<PathBuf>, strict: bool) -> anyhow::Result<()> {
     let reading = prism::config::Reading {
         base_dir: path.parent().map(std::path::Path::to_path_buf),
         env_file,
