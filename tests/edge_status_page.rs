@@ -353,6 +353,9 @@ fn a_provider_refusing_its_key_shows_http_401_on_the_page() {
     let row = &row[..row.find("</tr>").unwrap_or(row.len())];
     assert!(row.contains("data-last-error=\"http_401\""), "{row}");
     assert!(row.contains("check this provider's credentials"), "{row}");
-    assert!(row.contains("breaker open: http_401"), "the badge's reason names the cause: {row}");
+    assert!(
+        row.contains("breaker open: http_401"),
+        "the badge's reason names the cause: {row}"
+    );
     assert!(dom.contains("<th>Last error</th>"), "{dom}");
 }
