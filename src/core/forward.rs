@@ -607,7 +607,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let causes = &route.live.providers()[p].causes;
         judged.log_broken(
             causes,
-            self.ex.now_ms(),
+            || self.ex.now_ms(),
             &route.name,
             &route.upstreams[p].name,
             &self.call.method,

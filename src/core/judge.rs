@@ -207,7 +207,14 @@ impl Judged {
     /// Logs what a broken answer looked like: the reason and size, never the body (it may carry another
     /// caller's data). At most one line per provider every few seconds (`causes`): a provider answering
     /// garbage under load is not a log storm.
-    pub fn log_broken(&self, causes: &CauseLog, now_ms: u64, network: &str, provider: &str, method: &str) {
+    pub fn log_broken(
+        &self,
+        causes: &CauseLog,
+        now_ms: impl FnOnce() -> u64,
+        network: &str,
+        provider: &str,
+        method: &str,
+    ) {
         let broken = matches!(
             self,
             Judged::Failed {
@@ -215,7 +222,7 @@ impl Judged {
                 ..
             }
         );
-        if !broken || causes.may_log(now_ms).is_none() {
+        if !broken || causes.may_log(now_ms()).is_none() {
             return;
         }
         match self {

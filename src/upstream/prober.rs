@@ -123,7 +123,7 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
     // A probe's answer is a few bytes: `light`, so one over the response limit is the provider's flood.
     let judged = judge(result, id, true, false, route.dialect());
     let causes = &route.live.providers()[i].causes;
-    judged.log_broken(causes, now_ms(), &route.name, &route.upstreams[i].name, method);
+    judged.log_broken(causes, now_ms, &route.name, &route.upstreams[i].name, method);
     let reason = judged.reason();
     match judged {
         Judged::Answer {
