@@ -60,7 +60,8 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
         .collect();
     for (path, _) in super::diff::differences(&bare(running), &bare(new)) {
         let in_network = |name: &str| path.strip_prefix(&format!("networks.{name}.")).map(str::to_string);
-        let restart = RESTART_SECTIONS.iter().any(|s| path.starts_with(s))
+        let restart = path.starts_with("config (")
+            || RESTART_SECTIONS.iter().any(|s| path.starts_with(s))
             || (path.starts_with("cluster") && !path.contains('.'))
             || RESTART_LIMITS.contains(&path.as_str())
             || (!solana.is_empty() && (path.starts_with("policy.retry.") || path.starts_with("policy.hedge.")))

@@ -15,11 +15,19 @@ pub struct Leaf {
     shown: Option<String>,
 }
 
-/// Every leaf of `config` by path.
+/// Every leaf of `config` by path. A config that cannot be flattened (never seen: every field serializes)
+/// yields one leaf that differs from everything, so nothing is taken as unchanged.
 pub fn flatten(config: &Config) -> BTreeMap<String, Leaf> {
     let mut out = BTreeMap::new();
-    if let Ok(v) = toml::Value::try_from(config) {
-        walk(&v, "", &mut out);
+    match toml::Value::try_from(config) {
+        Ok(v) => walk(&v, "", &mut out),
+        Err(e) => {
+            let raw = format!("{e} {:p}", config);
+            out.insert(
+                "config (cannot be compared field by field)".into(),
+                Leaf { raw, shown: None },
+            );
+        }
     }
     out
 }
