@@ -504,11 +504,15 @@ fn refuse_upgrade(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
-    let _ = stream.set_nodelay(true);
-    let Ok(writer) = stream.try_clone() else { return };
-    let seen = inner.clone();
-    let record = move |req: &tungstenite::handshake::server::Request, resp| {
+/// Keeps the upgrade request's headers (the handshake callback tungstenite calls).
+struct RecordHeaders(Arc<Inner>);
+
+impl tungstenite::handshake::server::Callback for RecordHeaders {
+    fn on_request(
+        self,
+        req: &tungstenite::handshake::server::Request,
+        resp: tungstenite::handshake::server::Response,
+    ) -> Result<tungstenite::handshake::server::Response, tungstenite::handshake::server::ErrorResponse> {
         let headers = req
             .headers()
             .iter()
@@ -519,9 +523,15 @@ fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
                 )
             })
             .collect();
-        seen.lock().handshakes.push(headers);
+        self.0.lock().handshakes.push(headers);
         Ok(resp)
-    };
+    }
+}
+
+fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(writer) = stream.try_clone() else { return };
+    let record = RecordHeaders(inner.clone());
     let Ok(mut ws) = tungstenite::accept_hdr(stream, record) else {
         return;
     };
