@@ -186,7 +186,7 @@ fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
         &[],
         CLI_TIME,
     );
-    assert_rejected(&out, "environment variable");
+    assert_rejected(&out, "env_file: cannot read /etc/prism/env");
     let dir = Scratch::new();
     let env = dir.file(
         "env",
