@@ -35,6 +35,7 @@ use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
 
+pub mod lint;
 mod reload;
 pub use reload::World;
 use reload::{Reloader, WorldCell};
@@ -485,6 +486,10 @@ fn build_gen(
     for (index, n) in registry.networks.iter().enumerate() {
         let before = previous.and_then(|p| p.networks.get(index));
         if let (Some(before), NetworkKind::SolanaMagic) = (before, config.networks[index].kind) {
+            // Kept whole; only rotated credentials reach its pools.
+            for (up, p) in before.route.upstreams.iter().zip(&n.providers) {
+                up.pool.set_headers(p.headers.clone());
+            }
             networks.push(before.clone());
             continue;
         }
@@ -493,6 +498,10 @@ fn build_gen(
         for (slot, (p, c)) in n.providers.iter().zip(&config.networks[index].providers).enumerate() {
             // A slot keeps its provider (name and URLs) for the life of the process: reuse it as it is.
             let kept = before.and_then(|b| b.route.upstreams.get(slot)).cloned();
+            // A kept slot takes the generation's credentials (a rotated secret), keeping its connections.
+            if let Some(k) = &kept {
+                k.pool.set_headers(p.headers.clone());
+            }
             upstreams.push(kept.unwrap_or_else(|| {
                 // An https provider without a usable TLS name still gets a pool slot: its calls fail (and
                 // count) instead of shifting every later provider's index.
@@ -506,6 +515,7 @@ fn build_gen(
                     url,
                     addrs: p.ws_addrs.clone(),
                 });
+                pool.set_headers(p.headers.clone());
                 Rc::new(Upstream::new(p.name.clone(), pool, ws))
             }));
             statics.push(ProviderStatic {

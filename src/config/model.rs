@@ -1,8 +1,8 @@
 //! The config types. Field names are the TOML keys; defaults are the seeds' policy defaults.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub server: Server,
@@ -17,10 +17,21 @@ pub struct Config {
     pub cluster: Option<Cluster>,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[admin]`: who may use the admin listener's mutating endpoints (reload, cordon).
+    #[serde(default)]
+    pub admin: super::secrets::AdminAccess,
+    /// `NAME=value` lines read for `${NAME}` before the process environment, on start-up and on every
+    /// reload (so a secret rotated in the file is picked up by a reload). Relative to the config file.
+    #[serde(default)]
+    pub env_file: Option<String>,
+    /// Not a config key: a fingerprint of every secret the config read (`${NAME}` values and secret files),
+    /// by name, so a reload can say which ones changed without holding or showing them.
+    #[serde(skip)]
+    pub secrets: super::secrets::Fingerprints,
 }
 
 /// In-flight deduplication and the deterministic-result cache (per shard).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Identical in-flight reads share one upstream call.
@@ -44,7 +55,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Server {
     /// JSON-RPC over HTTP (and later WebSocket).
@@ -96,7 +107,7 @@ impl Server {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tls {
     pub cert: String,
@@ -104,7 +115,7 @@ pub struct Tls {
 }
 
 /// Every limit the edge and transport enforce. All have sane defaults.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest request body accepted (413 beyond). geth's own limit is 5 MiB.
@@ -194,7 +205,7 @@ impl Default for Limits {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     pub retry: RetryPolicy,
@@ -206,7 +217,7 @@ pub struct Policy {
 /// the same read goes to the next-best provider of another operator and the first good answer wins. Never
 /// for writes, filters or anything not idempotent; capped by a budget of extra upstream calls; never billed
 /// to the key.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HedgePolicy {
     pub enabled: bool,
@@ -229,7 +240,7 @@ impl Default for HedgePolicy {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
@@ -258,7 +269,7 @@ impl Default for RetryPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Jitter {
     Full,
@@ -266,7 +277,7 @@ pub enum Jitter {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum RetryOn {
     #[serde(rename = "timeout")]
     Timeout,
@@ -278,7 +289,7 @@ pub enum RetryOn {
     ConnectionReset,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerPolicy {
     pub failure_threshold: u32,
@@ -302,7 +313,7 @@ impl Default for BreakerPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum NetworkKind {
     #[serde(rename = "evm")]
     Evm,
@@ -310,7 +321,7 @@ pub enum NetworkKind {
     SolanaMagic,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     pub name: String,
@@ -359,21 +370,21 @@ pub struct Network {
 
 /// `[networks.methods]`: `read = [...]`, `write = [...]` (checked by `prism check`: a known submission
 /// cannot be declared a read).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeclaredMethods {
     pub read: Vec<String>,
     pub write: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderRole {
     Base,
     Ephemeral,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
     pub name: String,
@@ -428,9 +439,12 @@ pub struct Provider {
     /// density of the logs already fetched so they stay under it.
     #[serde(default)]
     pub max_logs_results: Option<u64>,
+    /// `[networks.providers.auth]`: headers and basic auth the provider requires (HTTP and WebSocket).
+    #[serde(default)]
+    pub auth: super::secrets::ProviderAuth,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -440,7 +454,7 @@ pub enum Strategy {
     Weighted,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Weights {
     pub latency: f64,
@@ -460,7 +474,7 @@ impl Default for Weights {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Key {
     pub name: String,
@@ -485,7 +499,7 @@ pub struct Key {
 }
 
 /// Where the shared state lives: one Redis (`redis_url`) or the master Redis Sentinel names (`sentinels`).
-#[derive(Clone, PartialEq, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
     /// `redis://` or `rediss://` (TLS), optionally with `user:password@`; absent when `sentinels` is given.

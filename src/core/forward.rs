@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::config::{Jitter, RetryOn};
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::rpc::{Call, ProviderId};
+use crate::telemetry::cause::{Origin, Reason};
 use crate::telemetry::metrics::Settled;
 use crate::transport::{TransportError, UpstreamResponse};
 
@@ -288,13 +289,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             let latency_us = done.saturating_duration_since(started).as_micros() as u64;
             // The same instant on the millisecond clock breakers and heads keep.
             let done_ms = now + latency_us / 1000;
-            let verdict = self
-                .verdict(i, judge(result, id, self.light(), self.write, route.dialect()))
-                .check_head(&self, i, done_ms);
+            let judged = judge(result, id, self.light(), self.write, route.dialect());
+            let reason = judged.reason();
+            let verdict = self.verdict(i, judged).check_head(&self, i, done_ms);
             let class = verdict.class();
-            // An unknown error is noted once it is settled.
+            // An unknown error is noted once it is settled; a failure the exchange did not name was the
+            // answer's head.
             if class != Class::Unknown {
-                route.note_outcome(i, self.info.family, class, latency_us, false, done_ms);
+                let reason = reason.or((class == Class::ProviderFailure).then_some(Reason::BadHead));
+                route.note_outcome(i, self.info.family, class, reason, latency_us, Origin::Client, done_ms);
             }
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
                 upstream.observe_latency(self.info.family, latency_us, done_ms);
@@ -409,8 +412,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 j,
                 self.info.family,
                 Class::UserError,
+                None,
                 latency_us,
-                false,
+                Origin::Client,
                 self.ex.now_ms(),
             );
         }
@@ -421,7 +425,16 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             Class::UserError
         };
         let now = self.ex.now_ms();
-        route.note_outcome(d.provider, self.info.family, first, d.latency_us, false, now);
+        let reason = blamed.then_some(Reason::RpcError);
+        route.note_outcome(
+            d.provider,
+            self.info.family,
+            first,
+            reason,
+            d.latency_us,
+            Origin::Client,
+            now,
+        );
         route.blame.settle(d.key, blame, now);
         route.recorder.metrics().settled(how);
         if blamed {
@@ -435,8 +448,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// `d` is settled without a second opinion: nobody is blamed, the client gets the node's bytes.
     fn undisputed(&self, d: Dispute, how: Settled) -> CallOutcome {
         let now = self.ex.now_ms();
-        self.route
-            .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false, now);
+        self.route.note_outcome(
+            d.provider,
+            self.info.family,
+            Class::UserError,
+            None,
+            d.latency_us,
+            Origin::Client,
+            now,
+        );
         self.route.blame.settle(d.key, None, now);
         self.route.recorder.metrics().settled(how);
         d.answer
@@ -584,7 +604,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
         let route = self.route;
         let name = || route.upstreams[p].name.clone();
-        judged.log_broken(&route.name, &route.upstreams[p].name, &self.call.method);
+        let causes = &route.live.providers()[p].causes;
+        judged.log_broken(
+            causes,
+            || self.ex.now_ms(),
+            &route.name,
+            &route.upstreams[p].name,
+            &self.call.method,
+        );
         let sent = judged.maybe_sent();
         let retry_class = judged.retry_on();
         match judged {

@@ -7,6 +7,7 @@ pub mod breaker;
 pub mod cache;
 pub mod canon;
 pub mod classify;
+pub mod cordon;
 pub mod dedupe;
 pub mod exchange;
 pub mod finality;

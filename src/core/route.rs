@@ -21,6 +21,8 @@ use crate::config::RetryPolicy;
 use crate::rpc::methods::{Declared, Family};
 use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
+use crate::telemetry::cause::{warn_change, Origin, Reason};
+use crate::telemetry::metrics::AttemptResult;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::UpstreamPool;
 use std::net::SocketAddr;
@@ -298,25 +300,46 @@ pub const QUOTA_PARK_MS: u64 = 60_000;
 
 impl NetworkRoute {
     /// Feeds what one exchange with provider `i` meant into health: the latency window and metrics, the
-    /// provider's leased quota, its breaker and parking. Client attempts and probes both come through here,
-    /// so a 429 means the same to both. `probe` marks the single half-open probe: an answer that is neither
-    /// success nor failure ends it without a verdict. `now` is the exchange's end on `telemetry::clock`
-    /// (the caller read the clock for the latency already).
-    pub fn note_outcome(&self, i: ProviderId, family: Family, class: Class, latency_us: u64, probe: bool, now: u64) {
+    /// provider's leased quota, its breaker and parking, and the reason it failed (`telemetry::cause`).
+    /// Client attempts and probes both come through here, so a 429 means the same to both; `by` says which
+    /// (probes are counted apart) and whether it is the single half-open probe, for which an answer that is
+    /// neither success nor failure ends the probe without a verdict. `now` is the exchange's end on
+    /// `telemetry::clock` (the caller read the clock for the latency already).
+    #[allow(clippy::too_many_arguments)]
+    pub fn note_outcome(
+        &self,
+        i: ProviderId,
+        family: Family,
+        class: Class,
+        reason: Option<Reason>,
+        latency_us: u64,
+        by: Origin,
+        now: u64,
+    ) {
         let p = &self.live.providers()[i];
+        let result = class.attempt_result();
+        let reason = reason.filter(|_| matches!(result, AttemptResult::Failed | AttemptResult::Throttled));
         self.recorder
-            .record(self.index, i, family, latency_us, class.attempt_result());
+            .record(self.index, i, family, latency_us, result, reason, by.is_probe());
         if p.quota_leased.load(Ordering::Relaxed) {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
         let name = &self.upstreams[i].name;
+        let news = reason.is_some_and(|r| p.causes.record(r, by, now));
+        let probe = by.half_open();
         match class {
             Class::ProviderFailure => match p.breaker.on_failure(now) {
-                Transition::Opened => tracing::warn!(network = %self.name, provider = %name, probe, "breaker opened"),
-                Transition::Reopened { cooldown_ms } => {
-                    tracing::warn!(network = %self.name, provider = %name, cooldown_ms, "breaker reopened")
-                }
+                Transition::Opened => warn_change(&p.causes, &self.name, name, "breaker opened", reason, now),
+                Transition::Reopened { cooldown_ms } => warn_change(
+                    &p.causes,
+                    &self.name,
+                    name,
+                    &format!("breaker reopened for {cooldown_ms} ms"),
+                    reason,
+                    now,
+                ),
                 _ if probe => p.breaker.on_inconclusive(now),
+                _ if news => warn_change(&p.causes, &self.name, name, "provider failing", reason, now),
                 _ => {}
             },
             Class::Throttled | Class::QuotaExhausted => {
@@ -326,8 +349,13 @@ impl NetworkRoute {
                     QUOTA_PARK_MS
                 };
                 p.park_until(now + park);
-                if class == Class::QuotaExhausted {
-                    tracing::warn!(network = %self.name, provider = %name, park_ms = park, "provider out of quota; parked");
+                if class == Class::QuotaExhausted || news {
+                    let what = if class == Class::QuotaExhausted {
+                        "provider out of quota; parked for 60 s"
+                    } else {
+                        "provider rate limiting; parked for 1 s"
+                    };
+                    warn_change(&p.causes, &self.name, name, what, reason, now);
                 }
                 if probe {
                     p.breaker.on_inconclusive(now);
@@ -337,7 +365,7 @@ impl NetworkRoute {
             Class::Unsupported | Class::DataUnavailable | Class::Unknown => {}
             Class::Success | Class::UserError | Class::TooLarge => {
                 if p.breaker.on_success(now) == Transition::Closed {
-                    tracing::warn!(network = %self.name, provider = %name, "breaker closed");
+                    warn_change(&p.causes, &self.name, name, "breaker closed", None, now);
                 }
             }
         }

@@ -238,6 +238,10 @@ pub struct ProviderLive {
     /// beyond, learned from its "too large" answers on any shard (`core::logs`); 0 = none learned yet.
     pub logs_range: AtomicU64,
     pub logs_results: AtomicU64,
+    /// Its last failures and their reasons (`telemetry::cause`), for `/status`, the page and the log.
+    pub causes: crate::telemetry::cause::CauseLog,
+    /// Taken out of routing by an operator (`core::cordon`).
+    pub cordon: super::cordon::Cordon,
 }
 
 impl ProviderLive {
@@ -266,6 +270,8 @@ impl ProviderLive {
             tags: TagHeads::default(),
             logs_range: AtomicU64::new(0),
             logs_results: AtomicU64::new(0),
+            causes: Default::default(),
+            cordon: Default::default(),
         }
     }
 
@@ -304,6 +310,8 @@ impl ProviderLive {
     pub fn describe(&self, now_ms: u64) -> &'static str {
         if self.retired.load(Ordering::Relaxed) {
             "retired"
+        } else if self.cordon.is_on() {
+            "cordoned"
         } else if self.chain() == ChainCheck::Wrong {
             "wrong-chain"
         } else if self.outlier.load(Ordering::Relaxed) && self.breaker.is_closed() {
@@ -633,7 +641,7 @@ impl NetworkLive {
     /// The provider's state as operators see it: the breaker, or why it is excluded.
     pub fn describe(&self, provider: ProviderId, now_ms: u64) -> &'static str {
         let p = &self.all[provider];
-        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() {
+        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() && !p.cordon.is_on() {
             "unverified"
         } else {
             p.describe(now_ms)
@@ -662,6 +670,7 @@ impl NetworkLive {
     pub fn admissible(&self, provider: ProviderId) -> bool {
         let p = &self.all[provider];
         !p.retired.load(Ordering::Relaxed)
+            && !p.cordon.is_on()
             && !p.drifted.load(Ordering::Relaxed)
             && !p.stalled.load(Ordering::Relaxed)
             && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers().len())

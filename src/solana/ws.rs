@@ -350,8 +350,9 @@ async fn run_side_link(session: Weak<Session>, link: Rc<SideLink>) {
         let ws = route.upstreams[p].ws.clone().expect("filtered");
         let deadline = Instant::now() + Duration::from_millis(route.connect_timeout_ms);
         let tls = route.ws_tls.clone();
+        let headers = route.upstreams[p].pool.headers();
         drop(s);
-        let socket = match connect_ws(&ws.url, &ws.addrs, tls, deadline).await {
+        let socket = match connect_ws(&ws.url, &ws.addrs, tls, &headers, deadline).await {
             Ok(socket) => socket,
             Err(_) => {
                 sleep(backoff.after_failure()).await;

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::cause::Reason;
 use crate::rpc::methods::KNOWN_METHODS;
 
 /// Histogram bucket upper bounds, microseconds.
@@ -67,8 +68,13 @@ pub struct MethodMetrics {
 
 #[derive(Default)]
 pub struct ProviderMetrics {
+    /// Client attempts by result, and their latency.
     results: [AtomicU64; 4],
     latency: Histo,
+    /// Health probes by result (apart: probes are not traffic).
+    probes: [AtomicU64; 4],
+    /// Failed and throttled attempts by reason: `[0]` client, `[1]` probes.
+    reasons: [[AtomicU64; Reason::COUNT]; 2],
 }
 
 #[derive(Default)]
@@ -258,10 +264,25 @@ impl ShardMetrics {
         m.latency.observe(latency_us);
     }
 
-    pub fn attempt(&self, network: usize, provider: crate::rpc::ProviderId, result: AttemptResult, latency_us: u64) {
+    pub fn attempt(
+        &self,
+        network: usize,
+        provider: crate::rpc::ProviderId,
+        result: AttemptResult,
+        latency_us: u64,
+        reason: Option<Reason>,
+        probe: bool,
+    ) {
         let p = &self.networks[network].providers[provider];
-        p.results[result as usize].fetch_add(1, Ordering::Relaxed);
-        p.latency.observe(latency_us);
+        if probe {
+            p.probes[result as usize].fetch_add(1, Ordering::Relaxed);
+        } else {
+            p.results[result as usize].fetch_add(1, Ordering::Relaxed);
+            p.latency.observe(latency_us);
+        }
+        if let Some(r) = reason {
+            p.reasons[usize::from(probe)][r as usize].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn key_request(&self, key: usize, throttled: bool) {
@@ -413,7 +434,7 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             &s.networks[n].methods[m].latency
         });
     }
-    out.push_str("# HELP prism_upstream_attempts_total Upstream attempts, by provider and result.\n");
+    out.push_str("# HELP prism_upstream_attempts_total Upstream attempts of client calls (health probes apart, in prism_upstream_probes_total), by provider and result.\n");
     out.push_str("# TYPE prism_upstream_attempts_total counter\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
         for (p, entry) in providers.iter().enumerate() {
@@ -431,7 +452,48 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             }
         }
     }
-    out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency, by provider.\n");
+    out.push_str(
+        "# HELP prism_upstream_probes_total Health probes (eth_blockNumber, getHealth), by provider and result.\n",
+    );
+    out.push_str("# TYPE prism_upstream_probes_total counter\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
+            let mut l = String::new();
+            label(&mut l, provider);
+            for (r, result) in ATTEMPT_RESULTS.iter().enumerate() {
+                let v = sum(shards, |s| s.networks[n].providers[p].probes[r].load(Ordering::Relaxed));
+                let _ = writeln!(
+                    out,
+                    "prism_upstream_probes_total{{network=\"{net}\",provider=\"{l}\",region=\"{region}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+    }
+    out.push_str("# HELP prism_upstream_failures_total Failed and throttled upstream attempts by reason (http_401, timeout, refused, ...) and by whom: client calls or health probes. Only reasons seen are listed.\n");
+    out.push_str("# TYPE prism_upstream_failures_total counter\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
+            let mut l = String::new();
+            label(&mut l, provider);
+            for (k, by) in ["client", "probe"].iter().enumerate() {
+                for r in Reason::ALL {
+                    let v = sum(shards, |s| {
+                        s.networks[n].providers[p].reasons[k][r as usize].load(Ordering::Relaxed)
+                    });
+                    if v > 0 {
+                        let _ = writeln!(
+                            out,
+                            "prism_upstream_failures_total{{network=\"{net}\",provider=\"{l}\",region=\"{region}\",by=\"{by}\",reason=\"{}\"}} {v}",
+                            r.as_str()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency of client calls, by provider.\n");
     out.push_str("# TYPE prism_upstream_duration_seconds histogram\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
         for (p, entry) in providers.iter().enumerate() {

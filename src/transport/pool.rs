@@ -28,6 +28,7 @@ use crate::config::Endpoint;
 use crate::http1::SpareBufs;
 use crate::runtime::timeout_at;
 
+use super::auth::ExtraHeaders;
 use super::conn::Conn;
 use super::response::{read_response, UpstreamResponse};
 use super::TransportError;
@@ -82,6 +83,8 @@ pub struct UpstreamPool {
     slots: Rc<Slots>,
     /// Request buffers between calls.
     requests: SpareBufs,
+    /// The provider's own header lines (credentials), replaced by a reload that rotates them.
+    headers: RefCell<ExtraHeaders>,
 }
 
 enum Acquired {
@@ -107,11 +110,24 @@ impl UpstreamPool {
             next_addr: Cell::new(0),
             slots: Rc::new(Slots::default()),
             requests: SpareBufs::small(),
+            headers: RefCell::new(ExtraHeaders::default()),
         })
     }
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// The provider's extra header lines for every request from now on (a reload's rotated secret takes
+    /// effect on the next request; connections are kept).
+    pub fn set_headers(&self, headers: ExtraHeaders) {
+        if *self.headers.borrow() != headers {
+            *self.headers.borrow_mut() = headers;
+        }
+    }
+
+    pub fn headers(&self) -> ExtraHeaders {
+        self.headers.borrow().clone()
     }
 
     /// POSTs `body` and reads the response, all before `deadline`. `replay_safe` allows sending it again
@@ -123,7 +139,13 @@ impl UpstreamPool {
         replay_safe: bool,
     ) -> Result<UpstreamResponse, TransportError> {
         let mut request = self.requests.take_empty();
-        super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
+        super::write_post(
+            &mut request,
+            &self.endpoint.path,
+            &self.endpoint.host_header,
+            self.headers.borrow().wire(),
+            body,
+        );
         let answer = self.post_request(&request, deadline, replay_safe).await;
         self.requests.give(request);
         answer

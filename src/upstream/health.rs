@@ -162,10 +162,12 @@ fn build(windows: &mut [ProviderWindows], now: u64) -> NetworkHealth {
             h
         })
         .collect();
-    let total: u64 = providers.iter().map(|p| p.overall.calls).sum();
+    // Share of client traffic: a provider only probes reach (excluded, cordoned) has none.
+    let client = |p: &ProviderHealth| p.overall.calls - p.overall.probes;
+    let total: u64 = providers.iter().map(client).sum();
     if total > 0 {
         for p in &mut providers {
-            p.share = p.overall.calls as f64 / total as f64;
+            p.share = client(p) as f64 / total as f64;
         }
     }
     NetworkHealth {

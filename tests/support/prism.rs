@@ -446,6 +446,10 @@ impl Prism {
     pub fn config(&self) -> String {
         fs::read_to_string(&self.config_path).unwrap_or_default()
     }
+    /// Where the config file is (a reload re-reads it).
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
     /// Everything the process wrote to stdout and stderr so far.
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log_path).unwrap_or_default()

@@ -285,7 +285,14 @@ async fn run_link(route: Newest, link: Rc<Link>) {
         };
         let deadline = Instant::now() + Duration::from_millis(r.connect_timeout_ms);
         let tls = r.ws_tls.clone();
-        let connected = connect_ws(&ws.url, &ws.addrs, tls, deadline).await;
+        let connected = connect_ws(
+            &ws.url,
+            &ws.addrs,
+            tls,
+            &r.upstreams[link.provider].pool.headers(),
+            deadline,
+        )
+        .await;
         let socket = match connected {
             Ok(s) => s,
             Err(e) => {
