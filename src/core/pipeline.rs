@@ -163,7 +163,8 @@ async fn reuse_or_forward(
 }
 
 /// Whether a shared answer reveals a head below the caller's current high-water mark (for a `safe` /
-/// `finalized` read, its mark for that tag).
+/// `finalized` read, its mark for that tag; for a `latest` read, also what this node's providers showed
+/// lately less the tolerance, as the retry loop holds it).
 fn below_mark(
     route: &NetworkRoute,
     info: &MethodInfo,
@@ -179,8 +180,16 @@ fn below_mark(
             value,
             is_error: false,
             ..
-        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()])
-            .is_some_and(|h| h < route.live.marks.get(mark)),
+        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()]).is_some_and(|h| {
+            let held = match (latest, tag) {
+                (true, None) => route
+                    .live
+                    .held_head(crate::telemetry::clock::now_ms())
+                    .saturating_sub(route.live.hwm_tolerance),
+                _ => 0,
+            };
+            h < route.live.marks.get(mark).max(held)
+        }),
         _ => false,
     }
 }
