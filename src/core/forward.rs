@@ -32,7 +32,7 @@ use crate::transport::{TransportError, UpstreamResponse};
 
 use super::availability;
 use super::blame::{Blame, BlameKey};
-use super::cache::revealed_block;
+use super::cache::named_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
@@ -695,10 +695,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
-            if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
-                let dropped = cache.observe_block(height, hash);
+            if let Some(block) = named_block(&self.call.method, &body[value.clone()]) {
+                let dropped = cache.observe(block, false);
                 if dropped > 0 {
-                    tracing::warn!(network = %self.route.name, height, dropped, "reorg: cached answers at or above this height dropped");
+                    tracing::warn!(network = %self.route.name, height = block.number, dropped, "reorg: an answer names another block than the cache's; cached answers that depended on the replaced blocks dropped");
                 }
             }
         }

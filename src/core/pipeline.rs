@@ -9,7 +9,7 @@ use crate::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodI
 use crate::rpc::Call;
 use crate::telemetry::metrics::Reuse;
 
-use super::cache::{answer_cacheable, request_pin};
+use super::cache::{answer_cacheable, request_pin, Anchor, Proof};
 use super::canon::canonical_key;
 use super::dedupe::Role;
 use super::exchange::Live;
@@ -100,7 +100,12 @@ async fn reuse_or_forward(
         )
     });
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
-        if let Some(value) = cache.get(&key) {
+        // An answer about a block not yet final is proven by this shard's heads feed (`core::cache`).
+        let proof = Proof {
+            finalized,
+            heads: route.subs.heads_current(head, route.live.hwm_tolerance),
+        };
+        if let Some(value) = cache.get(&key, proof) {
             metrics.reuse(Reuse::CacheHit);
             return CallOutcome::result(value.to_vec()).with_how(|how| how.source = Source::Hit);
         }
@@ -115,8 +120,14 @@ async fn reuse_or_forward(
             },
         ) = (&route.cache, pin, outcome)
         {
-            if answer_cacheable(&call.method, &body[value.clone()], *is_error) {
-                cache.insert(key, &body[value.clone()], pin);
+            let value = &body[value.clone()];
+            if answer_cacheable(&call.method, value, *is_error) {
+                if let Some(anchor) = cache.anchor(pin, &call.method, value, finalized) {
+                    if matches!(anchor, Anchor::Block { .. }) {
+                        route.subs.want_heads();
+                    }
+                    cache.insert(key, value, anchor);
+                }
             }
         }
     };
