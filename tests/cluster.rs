@@ -737,7 +737,7 @@ fn toggling_client(addrs: [SocketAddr; 2], key: &str, c: usize) -> (Vec<String>,
     let (mut prev, mut steps, mut reads) = (0u64, Vec::new(), 0usize);
     for i in 0..24 {
         let n = i % 2;
-        let (method, params) = if (i / 2 + c) % 2 == 0 {
+        let (method, params) = if (i / 2 + c).is_multiple_of(2) {
             ("eth_blockNumber", "[]")
         } else {
             ("eth_getBlockByNumber", r#"["latest",false]"#)

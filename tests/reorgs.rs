@@ -407,3 +407,94 @@ fn new_heads_and_logs_through_prism_follow_the_nodes_reorgs() {
         "logs left standing through Prism are not the chain's"
     );
 }
+
+/// viem (`tests/evm/reorg.mjs`), a real client, through Prism and straight to anvil at once: its reads of
+/// receipts, transactions, blocks and logs through Prism equal the node's before the reorg, after it (the
+/// dropped transaction's receipt "not found" on both) and after a rollback; its `watchBlocks` through
+/// Prism shows the node's blocks in the node's order (a client notices the reorg where the node's stream
+/// shows it: a block that does not build on the previous one); its `watchContractEvent` through Prism gets
+/// the node's logs, and the replaced blocks' logs again with `removed: true`.
+#[test]
+fn viem_through_prism_sees_the_nodes_reorg_as_the_node_shows_it() {
+    let anvil = Anvil::start();
+    anvil.mine(3);
+    let prism = prism_for(&anvil, 64);
+    let mut cmd = std::process::Command::new("node");
+    cmd.current_dir(support::relay::evm_dir()).args([
+        "reorg.mjs",
+        &format!("http://{}/", prism.addr()),
+        &format!("ws://{}/", prism.addr()),
+        &anvil.http_url(),
+        &anvil.ws_url(),
+    ]);
+    let ran = support::tools::run_with_timeout(cmd, b"", Duration::from_secs(120));
+    assert!(
+        ran.ok,
+        "reorg.mjs failed\nstdout:\n{}\nstderr:\n{}",
+        ran.stdout, ran.stderr
+    );
+    let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", ran.stdout));
+    assert_eq!(out["errors"], json!({"prism": null, "node": null}), "watcher errors");
+    for phase in ["before", "after", "end"] {
+        assert_eq!(
+            out[phase]["prism"], out[phase]["node"],
+            "viem's reads {phase} the reorg: through Prism vs the node"
+        );
+    }
+    let after = &out["after"]["node"];
+    assert!(after["receiptB"]["notFound"].is_string(), "B was dropped: {after}");
+    assert_ne!(
+        after["receiptA"]["blockHash"], out["before"]["node"]["receiptA"]["blockHash"],
+        "A moved to another block: {out}"
+    );
+
+    // watchBlocks: the node's blocks, in the node's order, from the first one both showed.
+    let from_first = |blocks: &Value| -> Vec<Value> {
+        let all = blocks.as_array().unwrap();
+        let start = all
+            .iter()
+            .position(|b| b["hash"] == out["first"])
+            .expect("the first block");
+        all[start..].to_vec()
+    };
+    let (via, node) = (from_first(&out["blocks"]["prism"]), from_first(&out["blocks"]["node"]));
+    assert_eq!(via, node, "viem's watchBlocks through Prism vs on the node");
+    let reorgs = via.iter().filter(|b| b["buildsOnPrevious"] == false).count();
+    assert!(
+        reorgs >= 2,
+        "viem saw the reorg and the rollback (a block not on the previous): {via:?}"
+    );
+
+    // watchContractEvent: the node's logs; the replaced blocks' logs again, removed, before the new ones.
+    let logs = |side: &str| out["logs"][side].as_array().unwrap().clone();
+    let (via_logs, node_logs) = (logs("prism"), logs("node"));
+    let live: Vec<&Value> = via_logs.iter().filter(|l| l["removed"] == false).collect();
+    let node_live: Vec<&Value> = node_logs.iter().filter(|l| l["removed"] == false).collect();
+    assert_eq!(live, node_live, "the logs themselves, through Prism vs on the node");
+    let removed: Vec<&Value> = via_logs.iter().filter(|l| l["removed"] == true).collect();
+    let at = |block: &Value, removed: bool| {
+        via_logs
+            .iter()
+            .position(|l| l["blockHash"] == *block && l["removed"] == removed)
+            .unwrap_or_else(|| panic!("no log of block {block} with removed {removed} through Prism: {via_logs:?}"))
+    };
+    let (before, after) = (&out["before"]["node"], &out["after"]["node"]);
+    at(&before["receiptB"]["blockHash"], true);
+    assert!(
+        at(&before["receiptA"]["blockHash"], true) < at(&after["receiptA"]["blockHash"], false),
+        "A's old log came removed before its new one: {via_logs:?}"
+    );
+    // Exactly the logs delivered from blocks the chain no longer has came again removed (the reorg's, and
+    // the rolled-back head's), in the order they were delivered.
+    let standing: Vec<&Value> = out["end"]["node"]["logs"].as_array().unwrap().iter().collect();
+    let off_chain: Vec<(&Value, &Value)> = live
+        .iter()
+        .filter(|l| !standing.iter().any(|s| s["blockHash"] == l["blockHash"]))
+        .map(|l| (&l["blockHash"], &l["value"]))
+        .collect();
+    let removed: Vec<(&Value, &Value)> = removed.iter().map(|l| (&l["blockHash"], &l["value"])).collect();
+    assert_eq!(
+        removed, off_chain,
+        "the logs of blocks no longer in the chain came again removed: {via_logs:?}"
+    );
+}

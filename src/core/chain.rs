@@ -10,6 +10,7 @@
 //! - a `parentHash` that does not match the height below, or another hash and no parent to compare (a
 //!   receipt names its block, not the parent): replaced from somewhere at or below, how deep this block
 //!   cannot say, so everything the record holds is forgotten.
+//!
 //! Heads delivered by the hub come in order from the fork point up (the hub walks the parent chain back to
 //! what it delivered before), so a reorg seen through them is always exact.
 //!

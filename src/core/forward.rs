@@ -148,7 +148,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         // the caller's mark reaches other nodes only through Redis, and it may have been answered that
         // height by one of them a moment ago.
         let held = if latest && tag.is_none() && !route.solana {
-            route.live.held_head(ex.now_ms())
+            route.live.held_head(|| ex.now_ms())
         } else {
             0
         };

@@ -80,6 +80,15 @@ impl ShownHead {
             0
         }
     }
+
+    /// `at_least` or the highest head shown within `hold_ms`, whichever is higher; the clock (`now_ms`) is
+    /// read only when the shown head is higher (the pool's best head is usually the shown head itself).
+    pub fn at_least(&self, at_least: u64, now_ms: impl FnOnce() -> u64) -> u64 {
+        if self.head.load(Ordering::Acquire) <= at_least {
+            return at_least;
+        }
+        at_least.max(self.get(now_ms()))
+    }
 }
 
 pub struct Marks {
@@ -149,6 +158,9 @@ mod tests {
         assert_eq!(s.get(1_450), 100, "shown again");
         s.show(101, 1_460);
         assert_eq!(s.get(1_660), 101);
+        assert_eq!(s.at_least(101, || panic!("no clock needed")), 101);
+        assert_eq!(s.at_least(90, || 1_660), 101);
+        assert_eq!(s.at_least(90, || 1_661), 90, "expired");
     }
 
     #[test]

@@ -195,7 +195,7 @@ fn below_mark(
             let held = match (latest, tag) {
                 (true, None) => route
                     .live
-                    .held_head(crate::telemetry::clock::now_ms())
+                    .held_head(crate::telemetry::clock::now_ms)
                     .saturating_sub(route.live.hwm_tolerance),
                 _ => 0,
             };

@@ -658,8 +658,8 @@ impl NetworkLive {
 
     /// The head a `latest` read on this node may not be answered far below (less `hwm_tolerance`): the pool's
     /// best head, or the highest one a provider showed lately if that is higher.
-    pub fn held_head(&self, now_ms: u64) -> u64 {
-        self.best_head.load(Ordering::Acquire).max(self.shown.get(now_ms))
+    pub fn held_head(&self, now_ms: impl FnOnce() -> u64) -> u64 {
+        self.shown.at_least(self.best_head.load(Ordering::Acquire), now_ms)
     }
 
     /// The best head peers report, while their reports are fresh.

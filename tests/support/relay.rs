@@ -12,7 +12,8 @@
 //!   time), being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]), and a one-shot
 //!   trap for one method ([`Relay::reset_after_next`]: only the next request carrying that call loses its answer).
 //! - [`Ledger`]: shared by a set of relays; records every write each relay forwarded to the node
-//!   (`eth_sendRawTransaction` by its keccak256 hash, `eth_sendTransaction` by its params), so a test can
+//!   (`eth_sendRawTransaction` and `eth_sendRawTransactionSync` by its keccak256 hash, `eth_sendTransaction`
+//!   by its params), so a test can
 //!   prove no submission reached the chain twice.
 #![allow(dead_code)]
 
@@ -750,7 +751,7 @@ fn forward(inner: &Inner, upstream: &mut Option<Conn>, mut body: Value, lag: u64
             let method = call["method"].as_str().unwrap_or("").to_string();
             *fwd.entry(method.clone()).or_default() += 1;
             match method.as_str() {
-                "eth_sendRawTransaction" => {
+                "eth_sendRawTransaction" | "eth_sendRawTransactionSync" => {
                     if let Some(h) = call["params"][0].as_str().and_then(keccak_hex) {
                         inner.ledger.record(h, &inner.name);
                     }

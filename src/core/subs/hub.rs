@@ -38,6 +38,9 @@ pub(super) enum Inbound {
     Resubscribed,
 }
 
+/// A log a logs topic delivered: its block's height and hash, and its bytes.
+pub(super) type KeptLog = (u64, Hash, Rc<[u8]>);
+
 pub(super) struct Topic {
     pub(super) kind: TopicKind,
     /// Raw params sent upstream (`["newHeads"]`, `["logs",{...}]`).
@@ -65,7 +68,7 @@ pub(super) struct Topic {
     pub(super) resolving: Cell<bool>,
     /// logs: the logs delivered from recent blocks (block height, block hash, the log's bytes), oldest
     /// first: sent again with `"removed": true` when a reorg replaces their block.
-    pub(super) logs: RefCell<VecDeque<(u64, Hash, std::rc::Rc<[u8]>)>>,
+    pub(super) logs: RefCell<VecDeque<KeptLog>>,
     /// logs: logs whose block the heads feed has not delivered yet (a node may send a block's logs before its
     /// head), in order; released as the feed delivers heads.
     pub(super) waiting: RefCell<VecDeque<Vec<u8>>>,
