@@ -36,14 +36,21 @@ fn prism_for(anvil: &Anvil, cache_depth: u64) -> Prism {
 
 /// A read through Prism: its `result`, or `{"error": ...}`.
 fn through(prism: &Prism, method: &str, params: &Value) -> Value {
+    through_cached(prism, method, params).0
+}
+
+/// [`through`], and whether Prism answered it from its cache (`x-prism-cache: hit`).
+fn through_cached(prism: &Prism, method: &str, params: &Value) -> (Value, bool) {
     let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}).to_string();
     let r = prism.rpc(body.as_bytes());
     assert_eq!(r.status, 200, "{method} through Prism: {}", r.describe());
+    let hit = r.header("x-prism-cache") == Some("hit");
     let v = r.json();
-    match v.get("error") {
+    let value = match v.get("error") {
         Some(e) => json!({ "error": e }),
         None => v["result"].clone(),
-    }
+    };
+    (value, hit)
 }
 
 /// The same read straight to anvil.
@@ -63,14 +70,12 @@ fn hash_of(block: &Value) -> String {
     block["hash"].as_str().unwrap_or_default().to_string()
 }
 
-/// A chain with a contract and two `set` transactions, A (from ACCOUNTS[1]) and B (from ACCOUNTS[2]), in the
-/// last `depth` blocks: at depth 1 both are in the head block; otherwise A is in the first block a reorg of
-/// `depth` replaces and B in the next one. Returns (contract, raw A, hash A, hash B, head).
-fn two_transactions(anvil: &Anvil, depth: u64) -> (String, String, String, String, u64) {
-    let contract = anvil.deploy_probe();
-    anvil.mine(6);
-    let raw_a = anvil.sign_set(ACCOUNTS[1], &contract, 1, anvil.nonce(ACCOUNTS[1]));
-    let raw_b = anvil.sign_set(ACCOUNTS[2], &contract, 2, anvil.nonce(ACCOUNTS[2]));
+/// Two `set` transactions on `contract`, A (from ACCOUNTS[1]) and B (from ACCOUNTS[2]), mined into the last
+/// `depth` blocks: at depth 1 both are in the head block; otherwise A is in the first block a reorg of
+/// `depth` replaces and B in the next one. Returns (raw A, hash A, hash B, head).
+fn two_transactions(anvil: &Anvil, contract: &str, depth: u64) -> (String, String, String, u64) {
+    let raw_a = anvil.sign_set(ACCOUNTS[1], contract, 1, anvil.nonce(ACCOUNTS[1]));
+    let raw_b = anvil.sign_set(ACCOUNTS[2], contract, 2, anvil.nonce(ACCOUNTS[2]));
     let send = |raw: &str| {
         anvil
             .result("eth_sendRawTransaction", json!([raw]))
@@ -95,7 +100,7 @@ fn two_transactions(anvil: &Anvil, depth: u64) -> (String, String, String, Strin
         let r = anvil.result("eth_getTransactionReceipt", json!([h]));
         assert_eq!(r["status"], "0x1", "{h} mined: {r}");
     }
-    (contract, raw_a, a, b, head)
+    (raw_a, a, b, head)
 }
 
 /// Every read a client of this chain makes about the blocks a reorg of `depth` at `head` replaces (and the
@@ -127,18 +132,40 @@ fn reads(contract: &str, a: &str, b: &str, head: u64, depth: u64, old_hashes: &[
 /// block, B dropped), with `cache_depth_blocks = cache_depth`, once Prism has announced the reorg.
 fn stale_after_reorg(depth: u64, cache_depth: u64) {
     let anvil = Anvil::start();
-    let (contract, raw_a, a, b, head) = two_transactions(&anvil, depth);
+    let contract = anvil.deploy_probe();
+    anvil.mine(6);
     let prism = prism_for(&anvil, cache_depth);
     let feed = Feed::connect(&format!("ws://{}/", prism.addr()));
     let heads = feed.subscribe(json!(["newHeads"]));
+    // A and B are mined once the subscription (Prism's heads feed too) is up: the feed delivers their blocks,
+    // which is what proves cached answers about them.
+    let (raw_a, a, b, head) = two_transactions(&anvil, &contract, depth);
+    let top = hash_of(&anvil.block(head));
+    assert!(
+        feed.wait(Duration::from_secs(10), |f| f
+            .of(&heads)
+            .iter()
+            .any(|fr| fr.result["hash"] == top.as_str())),
+        "Prism never delivered the head"
+    );
     let first = head + 1 - depth;
     let old_hashes: Vec<String> = (first..=head).map(|h| hash_of(&anvil.block(h))).collect();
     let reads = reads(&contract, &a, &b, head, depth, &old_hashes);
-    // Twice each: whatever Prism caches is in its cache now.
-    for (m, p) in reads.iter().chain(reads.iter()) {
-        let got = through(&prism, m, p);
+    // Twice each: whatever Prism caches is in its cache now, and served from it.
+    let mut cached = 0;
+    for (round, (m, p)) in reads.iter().chain(reads.iter()).enumerate() {
+        let (got, hit) = through_cached(&prism, m, p);
         assert_eq!(got, direct(&anvil, m, p), "{m} {p} before the reorg");
+        cached += usize::from(hit && round >= reads.len());
     }
+    // Receipts, transactions, blocks by hash and the logs of A's and B's blocks by hash at least (blocks,
+    // balances and logs by number too where they are deeper than the cache's depth).
+    let by_hash = 4 + depth as usize + depth.min(2) as usize;
+    assert!(
+        cached >= by_hash,
+        "only {cached} of {} reads came from the cache before the reorg",
+        reads.len()
+    );
 
     // A goes into the new head block, B is gone.
     let started = Instant::now();
@@ -159,6 +186,7 @@ fn stale_after_reorg(depth: u64, cache_depth: u64) {
     let announce_ms = feed
         .of(&heads)
         .iter()
+        .filter(|fr| fr.at > started)
         .find(|fr| {
             fr.result["number"]
                 .as_str()
@@ -180,8 +208,9 @@ fn stale_after_reorg(depth: u64, cache_depth: u64) {
     }
     let total = 1 + reads_len(depth);
     eprintln!(
-        "depth {depth} (cache_depth_blocks {cache_depth}): {} stale of {total} reads after the reorg; \
-         first newHeads frame announcing it after {announce_ms:?} ms; latest {}",
+        "depth {depth} (cache_depth_blocks {cache_depth}): {cached} of {} reads from the cache before the reorg; \
+         {} stale of {total} reads after it; first newHeads frame announcing it after {announce_ms:?} ms; latest {}",
+        reads_len(depth),
         stale.len(),
         latest["number"]
     );
@@ -435,6 +464,12 @@ fn viem_through_prism_sees_the_nodes_reorg_as_the_node_shows_it() {
     );
     let out: Value = serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", ran.stdout));
     assert_eq!(out["errors"], json!({"prism": null, "node": null}), "watcher errors");
+    // viem read everything twice before the reorg: the second time from Prism's cache, proven by its heads
+    // feed (so what follows checks the cache too, not only the node's answers).
+    assert!(
+        prism.metric("prism_cache_hits_total") >= 4.0,
+        "A's and B's receipts and transactions came from Prism's cache the second time"
+    );
     for phase in ["before", "after", "end"] {
         assert_eq!(
             out[phase]["prism"], out[phase]["node"],

@@ -10,10 +10,11 @@
 //! Every answer about a block not yet final is tied to that block (an [`Anchor`]): its height and the hash
 //! this shard's [`ChainRecord`] holds there (a receipt, a transaction or a block names its own; a read
 //! pinned to a number takes the record's hash at that number, and is not kept when the record has none).
-//! It is served only while the record still holds that hash *and* this shard follows the chain's heads
-//! (a live `newHeads` feed on a provider at the pool's head, [`Proof::heads`]): then every reorg the node
-//! announces reaches the record before the next read, and a height that gets another hash drops every
-//! entry anchored at or above it (`ResultCache::observe`). Without a live feed only final answers are
+//! It is served only while the record holds that hash *as the heads feed delivered it* and this shard
+//! follows the chain's heads (a live `newHeads` feed on a provider at the pool's head, linked since it was
+//! last subscribed, [`Proof::heads`]): then every reorg the node announces reaches the record before the next
+//! read, and a height that gets another hash drops every entry anchored at or above it
+//! (`ResultCache::observe`). A block the feed never showed (from before it started) proves nothing. Without a live feed only final answers are
 //! served. Final answers (at or below `finalized`), chain id and reads pinned to a block hash are kept
 //! until evicted: they cannot change (a block hash names one block, canonical or not, and a node that still
 //! has it answers the same).
@@ -237,7 +238,7 @@ impl ResultCache {
         match e.anchor {
             Anchor::Forever => Some(e.value.clone()),
             Anchor::Block { height, .. } if proof.finalized > 0 && height <= proof.finalized => Some(e.value.clone()),
-            Anchor::Block { height, hash } if proof.heads && self.record.hash(height) == Some(hash) => {
+            Anchor::Block { height, hash } if proof.heads && self.record.proven(height) == Some(hash) => {
                 Some(e.value.clone())
             }
             Anchor::Block { .. } => None,

@@ -64,6 +64,17 @@ impl ChainRecord {
         self.blocks.borrow().get(&height).map(|k| k.hash)
     }
 
+    /// The hash at `height` if the heads feed delivered that block (or confirmed what an answer said): a
+    /// block the feed never showed is not proven by it (it may be from before the feed started, or from a
+    /// provider on a chain the feed's provider left).
+    pub fn proven(&self, height: u64) -> Option<Hash> {
+        self.blocks
+            .borrow()
+            .get(&height)
+            .filter(|k| k.from_heads)
+            .map(|k| k.hash)
+    }
+
     /// The lowest height held.
     pub fn lowest(&self) -> Option<u64> {
         self.blocks.borrow().keys().next().copied()
@@ -189,6 +200,16 @@ mod tests {
             parent: None,
         };
         assert_eq!(r.observe(receipt, false), Seen::Replaced { from: 0 });
+    }
+
+    #[test]
+    fn only_blocks_the_heads_feed_showed_are_proven() {
+        let r = ChainRecord::default();
+        r.observe(block(12, 12, 11), false);
+        assert_eq!((r.hash(12), r.proven(12)), (Some(h(12)), None), "an answer alone");
+        r.observe(block(13, 13, 12), true);
+        assert_eq!(r.proven(12), Some(h(12)), "the feed's head names it as its parent");
+        assert_eq!(r.proven(13), Some(h(13)));
     }
 
     #[test]

@@ -122,10 +122,12 @@ async fn reuse_or_forward(
         {
             let value = &body[value.clone()];
             if answer_cacheable(&call.method, value, *is_error) {
-                if let Some(anchor) = cache.anchor(pin, &call.method, value, finalized) {
-                    if matches!(anchor, Anchor::Block { .. }) {
-                        route.subs.want_heads();
-                    }
+                let anchor = cache.anchor(pin, &call.method, value, finalized);
+                if !matches!(anchor, Some(Anchor::Forever)) {
+                    // Only a heads feed can prove it (`core::cache`): the shard's sweeper starts one.
+                    route.subs.want_heads();
+                }
+                if let Some(anchor) = anchor {
                     cache.insert(key, value, anchor);
                 }
             }

@@ -84,19 +84,29 @@ for (const [name, side] of Object.entries(sides)) {
     }),
   );
 }
-await sleep(500); // the subscriptions are made asynchronously: give both sides the time to set them up
-const waitFor = async (what, pred) => {
-  for (let i = 0; i < 200; i++) {
-    if (pred()) return;
-    await sleep(50);
+const waitFor = async (what, pred, ms = 30_000) => {
+  for (let t = 0; t < ms; t += 20) {
+    if (pred()) return true;
+    await sleep(20);
   }
-  throw new Error(`timed out waiting for ${what}: ${JSON.stringify(show(seen))}`);
+  if (what) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(show(seen))}`);
+  return false;
 };
-await mine();
-const first = await anvil("eth_getBlockByNumber", ["latest", false]);
-await waitFor("the first block on both sides", () =>
-  ["prism", "node"].every((s) => seen[s].blocks.some((b) => b.hash === first.hash)),
-);
+const onBoth = (hash) => ["prism", "node"].every((s) => seen[s].blocks.some((b) => b.hash === hash));
+// The watchers subscribe in the background: a block is mined until both show one (that block is the first
+// both streams are compared from).
+// The same for the event watchers: each block has a set(0) in it, until both show its log; the logs are
+// compared from there.
+let first;
+for (let i = 0; ; i++) {
+  await anvil("eth_sendTransaction", [{ from: deployer, to: contract, data: setData(0), gas: "0x186a0" }]);
+  await mine();
+  first = await anvil("eth_getBlockByNumber", ["latest", false]);
+  const logged = () => ["prism", "node"].every((s) => seen[s].logs.some((l) => l.blockHash === first.hash));
+  if (await waitFor(null, () => onBoth(first.hash) && logged(), 1_000)) break;
+  if (i === 30) throw new Error(`the watchers never both showed a block: ${JSON.stringify(show(seen))}`);
+}
+for (const s of ["prism", "node"]) seen[s].logs.length = 0;
 
 step("two transactions, A and B, in the blocks the reorg will replace");
 const signed = async (from, value) =>
@@ -143,25 +153,19 @@ const before = { prism: await reads("prism"), node: await reads("node") };
 // Twice through Prism: whatever it caches is cached now.
 await reads("prism");
 const top = await anvil("eth_getBlockByNumber", ["latest", false]);
-await waitFor("the blocks before the reorg", () =>
-  ["prism", "node"].every((s) => seen[s].blocks.some((b) => b.hash === top.hash)),
-);
+await waitFor("the blocks before the reorg", () => onBoth(top.hash));
 
 step("anvil replaces its last three blocks: A moves to the new head block, B is dropped");
 await anvil("anvil_reorg", [3, [[rawA, 2]]]);
 const reorged = await anvil("eth_getBlockByNumber", ["latest", false]);
-await waitFor("the reorg on both sides", () =>
-  ["prism", "node"].every((s) => seen[s].blocks.some((b) => b.hash === reorged.hash)),
-);
+await waitFor("the reorg on both sides", () => onBoth(reorged.hash));
 const after = { prism: await reads("prism"), node: await reads("node") };
 
 step("a rollback of the head block, then new blocks");
 await anvil("anvil_rollback", [1]);
 await mine(2);
 const last = await anvil("eth_getBlockByNumber", ["latest", false]);
-await waitFor("the last block on both sides", () =>
-  ["prism", "node"].every((s) => seen[s].blocks.some((b) => b.hash === last.hash)),
-);
+await waitFor("the last block on both sides", () => onBoth(last.hash));
 // Logs may follow their block: the node's last log through Prism too.
 const lastLog = seen.node.logs[seen.node.logs.length - 1];
 await waitFor("the node's last log through Prism", () =>

@@ -46,6 +46,7 @@ pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>
         }
     }
     accept(route, topic, result).await;
+    topic.linked.set(true);
     logs::release_all(route);
 }
 
@@ -156,8 +157,16 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
     topic.pending.borrow_mut().clear();
     let Some(top) = topic.top() else {
         // Nothing delivered yet: a head at or above where the topic started is delivered (at it: the node
-        // replaced its head block since).
+        // replaced its head block since). Its parent is the head the topic started on: a reorg from there
+        // links to it.
         record(route, &head);
+        if let (Some(parent), Some(below)) = (head.parent, head.number.checked_sub(1)) {
+            topic.push_delivered(&Named {
+                number: below,
+                hash: parent,
+                parent: None,
+            });
+        }
         topic.push_delivered(&head);
         if head.number >= topic.watermark.get() {
             deliver_block(route, topic, &head, &result, false);
@@ -173,6 +182,7 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
         return;
     }
     // Walk back by parent hash to a block delivered before: the fork. The cache proves nothing meanwhile.
+    // Walking past the oldest head remembered is a reorg deeper than that: all of it is replaced.
     let mut branch = vec![(head, result)];
     let linked = loop {
         let b = branch[0].0;
@@ -181,7 +191,13 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
         };
         match topic.delivered_at(below) {
             Some(h) if h == parent => break true,
-            None if topic.delivered.borrow().front().is_none_or(|(first, _)| below < *first) => break false,
+            None if topic.delivered.borrow().front().is_none_or(|(first, _)| below < *first) => {
+                break topic
+                    .delivered
+                    .borrow()
+                    .front()
+                    .is_some_and(|(first, _)| b.number == *first);
+            }
             _ => {}
         }
         if branch.len() as u64 >= MAX_BACKFILL_HEADS {

@@ -66,6 +66,9 @@ pub(super) struct Topic {
     pub(super) pending: RefCell<Vec<(Named, Vec<u8>)>>,
     /// newHeads: a reorg is being linked (blocks fetched by hash): the cache proves nothing meanwhile.
     pub(super) resolving: Cell<bool>,
+    /// newHeads: a head was linked since the topic was last (re)subscribed upstream: until then a reorg the
+    /// node made while the socket was down may not have reached the chain record, so nothing is proven.
+    pub(super) linked: Cell<bool>,
     /// logs: the logs delivered from recent blocks (block height, block hash, the log's bytes), oldest
     /// first: sent again with `"removed": true` when a reorg replaces their block.
     pub(super) logs: RefCell<VecDeque<KeptLog>>,
@@ -116,8 +119,8 @@ impl SubHub {
     }
 
     /// Whether this shard follows the chain's heads right now: the heads feed is subscribed on a connected
-    /// socket, not in the middle of linking a reorg, and has delivered (or started at) a head within
-    /// `tolerance` of the pool's best head `best`. While it does, every reorg the node announces reaches
+    /// socket, has linked a head since it was (re)subscribed, is not in the middle of linking a reorg, and
+    /// has delivered a head within `tolerance` of the pool's best head `best`. While it does, every reorg the node announces reaches
     /// the cache's chain record before a later read.
     pub fn heads_current(&self, best: u64, tolerance: u64) -> bool {
         let heads = self.heads.borrow();
@@ -131,6 +134,7 @@ impl SubHub {
                 .unwrap_or(false)
         };
         t.upstream_id.borrow().is_some()
+            && t.linked.get()
             && !t.resolving.get()
             && t.pending.borrow().is_empty()
             && t.watermark.get().saturating_add(tolerance) >= best

@@ -286,6 +286,7 @@ fn open_topic(
         delivered: RefCell::new(VecDeque::new()),
         pending: RefCell::new(Vec::new()),
         resolving: Cell::new(false),
+        linked: Cell::new(false),
         logs: RefCell::new(VecDeque::new()),
         waiting: RefCell::new(VecDeque::new()),
         backfilling: Cell::new(false),
@@ -501,8 +502,10 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
         Some(topic) if topic.provider.get() == Some(link.provider) => {
             *topic.upstream_id.borrow_mut() = Some(upstream.to_string());
             link.by_upstream.borrow_mut().insert(upstream.to_string(), key);
-            // Live logs from here on wait behind the backfill of what was missed (`logs::release`).
+            // Live logs from here on wait behind the backfill of what was missed (`logs::release`); heads
+            // prove nothing to the cache until the next one is linked to what was delivered.
             topic.backfilling.set(topic.kind == TopicKind::Logs);
+            topic.linked.set(false);
             topic.hand_over(route, Inbound::Resubscribed);
         }
         // The topic went away (or moved) while subscribing: release the upstream subscription.
@@ -545,6 +548,7 @@ impl Topic {
         let fresh = LocalQueue::new(TOPIC_INBOX);
         *self.inbox.borrow_mut() = fresh.clone();
         self.backfilling.set(self.kind == TopicKind::Logs);
+        self.linked.set(false);
         spawn_delivery(route, self, false);
         let _ = fresh.push(Inbound::Resubscribed);
     }
