@@ -533,3 +533,70 @@ fn viem_through_prism_sees_the_nodes_reorg_as_the_node_shows_it() {
         "the logs of blocks no longer in the chain came again removed: {via_logs:?}"
     );
 }
+
+/// A node that announces only a reorg's new head, as geth does after a reorg (the relay drops anvil's
+/// re-announcements of the heights below it): Prism walks back by parent hash (`eth_getBlockByHash`) to the
+/// head it delivered before the fork and delivers every replaced height anyway, so its stream is still the
+/// one anvil sends its own subscribers; a receipt cached before the reorg is gone after it.
+#[test]
+fn a_reorg_announced_by_its_new_head_alone_is_linked_by_parent_hashes() {
+    let anvil = Anvil::start();
+    let contract = anvil.deploy_probe();
+    anvil.mine(3);
+    let ledger = support::relay::Ledger::new();
+    let relay = support::relay::Relay::start("geth-like", &anvil.as_node(), &ledger);
+    relay.set_only_new_heads(true);
+    let prism = Prism::builder()
+        .network_option("probe_interval_ms", 100)
+        .provider_url_with(&relay.url(), &relay.ws_option())
+        .start();
+    wait_serving(&prism, &["p1"]);
+    let node = Feed::connect(&anvil.ws_url());
+    let via = Feed::connect(&format!("ws://{}/", prism.addr()));
+    let (node_heads, heads) = (node.subscribe(json!(["newHeads"])), via.subscribe(json!(["newHeads"])));
+    let (raw_a, a, b, head) = two_transactions(&anvil, &contract, 3);
+    let has = |f: &Feed, sub: &str, hash: &str| f.of(sub).iter().any(|fr| fr.result["hash"] == hash);
+    let top = hash_of(&anvil.block(head));
+    assert!(via.wait(Duration::from_secs(10), |f| has(f, &heads, &top)));
+    for _ in 0..2 {
+        assert_eq!(
+            through(&prism, "eth_getTransactionReceipt", &json!([b])),
+            direct(&anvil, "eth_getTransactionReceipt", &json!([b]))
+        );
+    }
+    let (_, cached) = through_cached(&prism, "eth_getTransactionReceipt", &json!([b]));
+    assert!(cached, "B's receipt comes from the cache before the reorg");
+
+    anvil.reorg(3, json!([[raw_a, 2]]));
+    let reorged = hash_of(&anvil.block(head));
+    for (f, sub, who) in [(&node, &node_heads, "anvil"), (&via, &heads, "Prism")] {
+        assert!(
+            f.wait(Duration::from_secs(10), |f| has(f, sub, &reorged)),
+            "{who} never showed the reorg's head"
+        );
+    }
+    let ids = |f: &Feed, sub: &str| -> Vec<(u64, String)> {
+        let all: Vec<(u64, String)> = f.of(sub).iter().map(head_id).collect();
+        let start = all.iter().position(|(n, _)| *n == head + 1 - 3).unwrap_or(0);
+        all[start..].to_vec()
+    };
+    assert_eq!(
+        ids(&via, &heads),
+        ids(&node, &node_heads),
+        "Prism's stream (the node sent it only the new head) vs anvil's own"
+    );
+    assert!(
+        relay.received("eth_getBlockByHash") >= 2,
+        "the replaced heights were fetched by parent hash"
+    );
+    assert_eq!(
+        through(&prism, "eth_getTransactionReceipt", &json!([b])),
+        Value::Null,
+        "B was dropped"
+    );
+    assert_eq!(
+        through(&prism, "eth_getTransactionReceipt", &json!([a]))["blockHash"],
+        json!(reorged),
+        "A moved to the new head block"
+    );
+}
