@@ -128,8 +128,14 @@ def main():
                 i += 1
                 time.sleep(0.25)
 
-        # Some history first: 100 blocks (the node mines one a second; these come at once).
+        # Some history first: 100 blocks (the node mines one a second; these come at once), mined while
+        # Prism runs, as a Prism that has been up a while has seen them go by. A first cacheable read starts
+        # the heads feed where there is one (the cache asks for it).
         node = Rpc(node_port)
+        first, _ = node.call("eth_sendTransaction", [{"from": ACCOUNTS[1], "to": ACCOUNTS[0], "value": "0x1"}])
+        node.call("evm_mine", [])
+        Rpc(listen).call("eth_getTransactionReceipt", [first["result"]])
+        time.sleep(0.5)
         for _ in range(100):
             node.call("evm_mine", [])
         threading.Thread(target=sender, daemon=True).start()

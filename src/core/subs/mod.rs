@@ -138,9 +138,13 @@ impl SubHub {
         true
     }
 
-    /// Starts the heads feed if the cache asked for one (called by the shard's sweeper, every 100 ms).
+    /// Starts the heads feed if the cache asked for one (called by the shard's sweeper, every 100 ms) and a
+    /// provider has a WebSocket.
     pub fn keep_heads(route: &Rc<NetworkRoute>) {
-        if route.subs.heads_wanted.get() && route.subs.heads.borrow().is_none() {
+        if route.subs.heads_wanted.get()
+            && route.subs.heads.borrow().is_none()
+            && route.upstreams.iter().any(|u| u.ws.is_some())
+        {
             SubHub::keep_heads_for(route);
         }
     }
@@ -158,10 +162,7 @@ impl SubHub {
                 let Some(key) = topic_key(params) else { return };
                 match open_topic(route, key, TopicKind::NewHeads, params) {
                     Ok(t) => t,
-                    Err(e) => {
-                        tracing::debug!(network = %route.name, error = ?e, "no heads feed: no provider with a WebSocket");
-                        return;
-                    }
+                    Err(_) => return, // no provider with a WebSocket: only final answers are served
                 }
             }
         };
