@@ -209,7 +209,17 @@ fn corpus_covers_every_method_prism_knows() {
 fn single_calls_get_the_node_answer_byte_for_byte() {
     let corpus = corpus();
     let node = ReplayNode::start(&corpus);
+    // Every recorded block final: receipts, transactions and blocks are cached (without a heads feed only
+    // final answers are), and the cache's copies are checked too.
+    node.finalize_at_head();
     let prism = start(&node, 10);
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(10), || prism.status()["networks"][0]
+            ["finalized"]
+            .as_u64()
+            .is_some_and(|f| f > 0)),
+        "Prism never learned the finalized block"
+    );
     let mut failures = Vec::new();
     // Twice: the second round gets pinned reads (by block hash, by transaction hash) from Prism's cache,
     // and those answers must be the node's bytes too.

@@ -396,6 +396,8 @@ fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
                 for up in &net.route.upstreams {
                     up.pool.sweep(now);
                 }
+                // The heads feed the cache asked for, if it has none yet.
+                crate::core::subs::SubHub::keep_heads(&net.route);
             }
             sweeper.recorder.flush();
             let (mut bytes, mut entries, mut evictions) = (0, 0, 0);

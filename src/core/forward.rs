@@ -33,7 +33,7 @@ use crate::transport::{TransportError, UpstreamResponse};
 
 use super::availability;
 use super::blame::{Blame, BlameKey};
-use super::cache::revealed_block;
+use super::cache::named_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
@@ -113,9 +113,13 @@ struct Attempts<'r, 'c, E> {
     deadline: Instant,
     write: bool,
     never_retry: bool,
-    /// The client's high-water mark when the call arrived (for a `safe` / `finalized` read, its mark for
-    /// that tag), and which mark that is.
+    /// The least height this call may answer: the client's high-water mark when the call arrived (for a
+    /// `safe` / `finalized` read, its mark for that tag), for a `latest` read raised to what this node's
+    /// providers have shown lately less the tolerance; and which mark that is.
     mark: u64,
+    /// What `eth_blockNumber` answers when every provider is below `mark`: the highest of the client's mark
+    /// and the head this node's providers showed lately (both heights the chain has reached).
+    synthesized: u64,
     mark_key: MarkKey,
     latest: bool,
     /// A `safe` / `finalized` read (`core::finality`).
@@ -139,8 +143,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
         let tag = finality::tag_of(block).filter(|_| !route.solana);
         let mark_key = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
-        let mark = route.live.marks.get(mark_key);
+        let own = route.live.marks.get(mark_key);
         let tolerance = route.live.hwm_tolerance;
+        // A `latest` read is also held to what this node's providers have shown lately (less the tolerance):
+        // the caller's mark reaches other nodes only through Redis, and it may have been answered that
+        // height by one of them a moment ago.
+        let held = if latest && tag.is_none() && !route.solana {
+            route.live.held_head(|| ex.now_ms())
+        } else {
+            0
+        };
+        let mark = own.max(held.saturating_sub(tolerance));
         // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
         // may come from one within the tolerance. A read at block N prefers providers that have N.
         let mut min_head = if latest || route.solana {
@@ -164,6 +177,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             write,
             never_retry,
             mark,
+            synthesized: own.max(held),
             mark_key,
             latest,
             tag,
@@ -708,10 +722,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
-            if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
-                let dropped = cache.observe_block(height, hash);
+            if let Some(block) = named_block(&self.call.method, &body[value.clone()]) {
+                let dropped = cache.observe(block, false);
                 if dropped > 0 {
-                    tracing::warn!(network = %self.route.name, height, dropped, "reorg: cached answers at or above this height dropped");
+                    tracing::warn!(network = %self.route.name, height = block.number, dropped, "reorg: an answer names another block than the cache's; cached answers that depended on the replaced blocks dropped");
                 }
             }
         }
@@ -735,13 +749,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         ))
     }
 
-    /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark itself is
-    /// a height the chain has reached, and answering it keeps the client's view monotonic.
+    /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark (or the
+    /// head this node's providers showed lately, if higher) is a height the chain has reached, and answering
+    /// it keeps the client's view monotonic. The client's mark rises to it.
     fn synthesized_head(&self) -> Option<CallOutcome> {
-        if self.info.head != HeadHint::ResultIsHead || self.mark == 0 {
+        if self.info.head != HeadHint::ResultIsHead || self.synthesized == 0 {
             return None;
         }
-        Some(CallOutcome::result(format!("\"0x{:x}\"", self.mark).into_bytes()))
+        self.route.live.marks.raise(self.mark_key, self.synthesized);
+        Some(CallOutcome::result(
+            format!("\"0x{:x}\"", self.synthesized).into_bytes(),
+        ))
     }
 }
 

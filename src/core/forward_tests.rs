@@ -497,6 +497,52 @@ fn a_head_below_the_clients_mark_is_never_answered() {
 }
 
 #[test]
+fn a_latest_read_is_held_to_the_head_the_pool_showed_lately_even_with_no_mark() {
+    // A key that has seen nothing on this node (its mark reaches this node through Redis, later): provider 0
+    // showed 0x100 a moment ago and has fallen back since, as has the pool's best head.
+    let route = route(2, no_jitter(3));
+    let caller = Caller::default();
+    let now = crate::telemetry::clock::now_ms();
+    assert!(route.live.observe_head_at(ProviderId::new(0), 0x100, now).accepted());
+    route.live.lower_head(ProviderId::new(0), 0x80);
+    assert_eq!(route.live.best_head.load(std::sync::atomic::Ordering::Relaxed), 0x80);
+    let script = Script::new(vec![
+        Reply::Http(
+            200,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x80","hash":"0x01"}}"#,
+        ),
+        Reply::Http(
+            200,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x81","hash":"0x02"}}"#,
+        ),
+    ]);
+    let out = run(
+        &route,
+        &script,
+        "eth_getBlockByNumber",
+        r#"["latest",false]"#,
+        10 * SECOND,
+    );
+    assert_eq!(
+        script.to(),
+        [0, 1],
+        "each answer below 0x100 less the tolerance sends the call on"
+    );
+    assert!(
+        matches!(out, CallOutcome::Failed(ProxyError::NotServed(_))),
+        "never a block below what the pool showed: {out:?}"
+    );
+    // eth_blockNumber answers the head shown (a height the chain reached), and the key's mark rises to it.
+    let script = Script::new(vec![
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":"0x80"}"#),
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":"0x81"}"#),
+    ]);
+    let out = run(&route, &script, "eth_blockNumber", "[]", 10 * SECOND);
+    assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
+    assert_eq!(route.live.marks.get(caller.mark), 0x100);
+}
+
+#[test]
 fn a_light_read_flooding_the_response_limit_is_the_providers_failure() {
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![

@@ -6,6 +6,7 @@ pub mod blame;
 pub mod breaker;
 pub mod cache;
 pub mod canon;
+pub mod chain;
 pub mod classify;
 pub mod cordon;
 pub mod dedupe;

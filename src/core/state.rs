@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use super::availability::Floor;
 use super::breaker::{Breaker, BreakerState};
 use super::finality::{agreed_value, PoolTags, TagHeads, TagReport};
-use super::marks::{MarkKey, Marks};
+use super::marks::{MarkKey, Marks, ShownHead};
 use crate::config::{BreakerPolicy, Network};
 use crate::rpc::methods::Finality;
 use crate::rpc::ProviderId;
@@ -345,6 +345,9 @@ pub struct NetworkLive {
     /// Configured chain id: providers must match it before they serve.
     pub chain_id: Option<u64>,
     pub marks: Marks,
+    /// The highest head shown lately (`core::marks::ShownHead`): what a `latest` read is held to besides the
+    /// caller's mark ([`NetworkLive::held_head`]).
+    pub shown: ShownHead,
     pub health: ArcSwap<NetworkHealth>,
     pub rule: HeadRule,
     /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
@@ -372,6 +375,8 @@ impl NetworkLive {
             hwm_tolerance: network.hwm_tolerance_blocks,
             chain_id: network.chain_id,
             marks: Marks::new((keys + 1) * super::sides::SlotRule::mark_lanes(network) - 1),
+            // Two probe intervals: by then every provider has been asked again.
+            shown: ShownHead::new(network.probe_interval_ms.saturating_mul(2)),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
             rule: HeadRule::new(network),
             outliers: AtomicUsize::new(0),
@@ -562,6 +567,9 @@ impl NetworkLive {
                     self.outliers.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
                 }
+                if self.counts(provider) {
+                    self.shown.show(height, now_ms);
+                }
                 if recovered || height > before {
                     self.recompute_best();
                 }
@@ -654,6 +662,12 @@ impl NetworkLive {
         self.peer_best_head.store(best, Ordering::Release);
         self.peer_best_until_ms
             .store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
+    }
+
+    /// The head a `latest` read on this node may not be answered far below (less `hwm_tolerance`): the pool's
+    /// best head, or the highest one a provider showed lately if that is higher.
+    pub fn held_head(&self, now_ms: impl FnOnce() -> u64) -> u64 {
+        self.shown.at_least(self.best_head.load(Ordering::Acquire), now_ms)
     }
 
     /// The best head peers report, while their reports are fresh.

@@ -101,7 +101,7 @@ pub struct ShardMetrics {
     cache: [AtomicU64; 3],
     /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
-    ws: [std::sync::atomic::AtomicI64; 9],
+    ws: [std::sync::atomic::AtomicI64; 10],
     /// Solana magic router, see [`SolanaMetric`].
     solana: [std::sync::atomic::AtomicI64; 5],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
@@ -242,6 +242,11 @@ impl ShardMetrics {
     /// A subscription's delivery fell behind its upstream (inbox full) and was rebuilt.
     pub fn ws_topic_rebuilt(&self) {
         self.ws[8].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `newHeads` topic linked a head to a fork below its last one: the node announced a reorg.
+    pub fn ws_reorg(&self) {
+        self.ws[9].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn ws_backfilled(&self, heads: bool, n: u64) {
@@ -658,6 +663,10 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         (
             "prism_ws_topic_rebuilds_total",
             "Subscriptions whose delivery fell behind the upstream and were rebuilt with a backfill.",
+        ),
+        (
+            "prism_ws_reorgs_total",
+            "Reorgs a provider announced on newHeads (heads replaced below the last delivered), delivered again.",
         ),
     ]
     .iter()

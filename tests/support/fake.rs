@@ -327,7 +327,7 @@ impl FakeProvider {
         self.inner.lock().tags.insert(tag.to_string(), n);
     }
     /// `eth_getBlockByNumber(number, _)` answers a block `{"number","hash"}` (the hash a function of the
-    /// number, the same on every fake) up to the head, `null` above it.
+    /// number, the same on every fake) up to the head, `null` above it; `"latest"` the head's block.
     pub fn serve_blocks(&self) {
         self.inner.lock().blocks = true;
     }
@@ -916,6 +916,7 @@ fn chain_answer(g: &State, method: &str, params: Option<&[u8]>) -> Option<(&'sta
                 None => ("error", br#"{"code":-32000,"message":"finalized block not found"}"#.to_vec()),
             })
         }
+        ("eth_getBlockByNumber", None) if g.blocks && name == "latest" => Some(("result", block_json(g.head))),
         ("eth_getBlockByNumber", Some(n)) if g.blocks => Some(if n <= g.head {
             ("result", block_json(n))
         } else {
