@@ -101,14 +101,15 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
         }
         let shape = |net: &Network| {
             format!(
-                "{:?} {} {} {} {} {} {}",
+                "{:?} {} {} {} {} {} {} {}",
                 net.chain_id,
                 net.max_drift_blocks,
                 net.hwm_tolerance_blocks,
                 net.block_time_ms,
                 net.head_slack_blocks,
                 net.max_slot_drift,
-                net.slot_stall_ms
+                net.slot_stall_ms,
+                net.slot_stall_slots
             )
         };
         if shape(r) != shape(n) {

@@ -415,6 +415,8 @@ impl AdminView {
                             floor_block: live.slot(i).floor.get(),
                             safe_head: live.slot(i).tags.get(Finality::Safe),
                             finalized_head: live.slot(i).tags.get(Finality::Finalized),
+                            slot_ms: live.slot(i).clock.per_slot_us() as f64 / 1000.0,
+                            stall_after_ms: live.stall_after_ms(i),
                         }
                     })
                     .collect::<Vec<_>>();
@@ -483,6 +485,9 @@ impl AdminView {
                     r#","floorBlock":{},"safeHead":{},"finalizedHead":{}"#,
                     r.floor_block, r.safe_head, r.finalized_head
                 );
+                if net.kind == "solana-magic" {
+                    let _ = write!(out, r#","slotMs":{:.1},"stallAfterMs":{}"#, r.slot_ms, r.stall_after_ms);
+                }
                 out.push('}');
             }
             out.push(']');
@@ -579,6 +584,10 @@ pub struct ProviderRow {
     pub floor_block: u64,
     pub safe_head: u64,
     pub finalized_head: u64,
+    /// Solana: its cadence as its probes show it (ms per slot, 0 = not known yet), and how long its slot
+    /// may stand still before it is `stalled` (0 = the check is off; see `core::slots`).
+    pub slot_ms: f64,
+    pub stall_after_ms: u64,
 }
 
 pub(super) fn json_str(s: &str) -> String {
