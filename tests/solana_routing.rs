@@ -72,6 +72,33 @@ fn any_path_serves_the_single_network() {
     );
 }
 
+/// The web3.js SDK's `getDelegationStatus` POSTs to `${rpcEndpoint}/getDelegationStatus`: with the endpoint
+/// written with or without a trailing slash, with the network in the path, and with an API key segment.
+#[test]
+fn get_delegation_status_is_served_on_the_sdks_path_suffix() {
+    let keys = "[[keys]]\nname = \"app\"\nkey = \"app-5e1f\"\n";
+    let m = Magic::start_with(false, |b| b.extra_toml(keys));
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    for path in [
+        "/solana/app-5e1f/getDelegationStatus",
+        "/solana/app-5e1f//getDelegationStatus",
+        "/app-5e1f/getDelegationStatus",
+    ] {
+        let v = m.call_at(path, "getDelegationStatus", json!([alice]));
+        assert_eq!(v["result"]["isDelegated"], json!(true), "{path}: {v}");
+    }
+    let open = Magic::start();
+    let bob = seed(&open, "bob");
+    for path in [
+        "/getDelegationStatus",
+        "//getDelegationStatus",
+        "/solana/getDelegationStatus",
+    ] {
+        let v = open.call_at(path, "getDelegationStatus", json!([bob]));
+        assert_eq!(v["result"], json!({"isDelegated": false}), "{path}: {v}");
+    }
+}
+
 #[test]
 fn undelegated_account_reads_the_base_layer_after_fetching_its_record_confirmed_base64() {
     let m = Magic::start();
@@ -155,6 +182,27 @@ fn record_authority_picks_the_er_and_the_default_authority_means_default_er() {
         "a default-authority record means default_er = er-1"
     );
     assert_eq!(lamports(&m, &carol), ON_ER1, "carol is delegated to er-1");
+}
+
+/// An account delegated to an ER this router does not serve gets MagicBlock's router error (`UnknownErNode`,
+/// -32604) on every call about it, never a guess.
+#[test]
+fn an_account_delegated_to_an_unknown_er_gets_the_routers_error() {
+    let m = Magic::start();
+    let stranger = pk("alt_authority");
+    let erin = delegated(&m, "erin", &stranger);
+    let want = format!("account has been delegated to unknown ER node: {stranger}");
+    for (method, params) in [
+        ("getAccountInfo", acct(&erin)),
+        ("getBalance", json!([erin])),
+        ("getDelegationStatus", json!([erin])),
+        ("getBlockhashForAccounts", json!([[erin]])),
+    ] {
+        let e = m.error(method, params);
+        assert_eq!(e["code"], -32604, "{method}: {e}");
+        assert_eq!(e["message"], json!(want), "{method}: {e}");
+    }
+    assert_eq!(m.er1.count_for("getAccountInfo", &erin), 0);
 }
 
 #[test]
@@ -253,6 +301,49 @@ fn a_failed_record_fetch_is_never_taken_as_undelegated() {
 }
 
 // ---- account reads ---------------------------------------------------------------------------------------
+
+/// MagicBlock's Resolver reads an account's delegation record through the router: the record lives only on
+/// the base layer (owned by the delegation program, like the base copy of a delegated account, but with no
+/// record of its own), so it is served from there, even with a default ER to guess.
+#[test]
+fn delegation_records_and_sysvars_are_read_from_the_base_layer() {
+    let m = Magic::two_ers();
+    let alice = delegated(&m, "alice", &pk("er1_identity"));
+    let record = record_of("alice");
+    for _ in 0..2 {
+        let v = m.result(
+            "getAccountInfo",
+            json!([record, {"encoding": "base64", "commitment": "confirmed"}]),
+        );
+        assert_eq!(v["value"]["owner"], DELEGATION_PROGRAM, "the record itself: {v}");
+        assert_eq!(v["context"]["slot"], json!(m.base.slot()), "{v}");
+    }
+    let v = m.result("getMultipleAccounts", json!([[alice, record], {"encoding": "base64"}]));
+    assert_eq!(v["value"][0]["lamports"], json!(ON_ER1), "alice from ER 1: {v}");
+    assert_eq!(
+        v["value"][1]["owner"], DELEGATION_PROGRAM,
+        "its record from the base layer: {v}"
+    );
+    assert_eq!(m.er1.count_for("getAccountInfo", &record), 0);
+    assert_eq!(m.er2().count_for("getAccountInfo", &record), 0);
+    assert_eq!(m.prism.metric("prism_solana_rerouted_total"), 0.0);
+    // The base layer's copy of alice is still never served.
+    let v = m.result("getAccountInfo", acct(&alice));
+    assert_eq!(v["value"]["lamports"], json!(ON_ER1), "{v}");
+    // Sysvars: no record lookup at all.
+    let rent = "SysvarRent111111111111111111111111111111111";
+    m.base.set_account(
+        rent,
+        Account::new(1_009_200, "Sysvar1111111111111111111111111111111111111", &[0; 17]),
+    );
+    let v = m.result("getAccountInfo", acct(rent));
+    assert_eq!(v["value"]["lamports"], json!(1_009_200), "{v}");
+    assert_eq!(
+        m.base
+            .count_for("getAccountInfo", &support::solana_fake::delegation_record(rent)),
+        0
+    );
+}
 
 #[test]
 fn token_account_balance_routes_by_its_account() {
@@ -551,8 +642,12 @@ fn writes_to_accounts_of_two_different_ers_are_refused() {
     for method in ["sendTransaction", "simulateTransaction"] {
         let v = m.call(method, json!([tx_str("write_alice_bob", "base58")]));
         let err = &v["error"];
-        assert_eq!(err["code"], -32602, "{method}: {v}");
-        assert!(msg(err).contains("different ephemeral rollups"), "{method}: {v}");
+        // MagicBlock's router: ConflictingDelegations, -32604.
+        assert_eq!(err["code"], -32604, "{method}: {v}");
+        assert!(
+            msg(err).starts_with("transaction contains accounts that were delegated to different er nodes"),
+            "{method}: {v}"
+        );
     }
     for f in [&m.base, &m.er1, m.er2()] {
         assert_eq!(
@@ -885,24 +980,23 @@ fn blockhashes_come_from_the_side_of_the_accounts_and_are_checked_where_they_cam
     let bob = seed(&m, "bob");
     let v = m.result("getLatestBlockhash", json!([{"commitment": "confirmed"}]));
     assert_eq!(v["value"]["blockhash"], json!(m.base.blockhash()), "{v}");
+    // As MagicBlock's router answers it: the bare {blockhash, lastValidBlockHeight}, asked `confirmed`.
     let v = m.result("getBlockhashForAccounts", json!([[alice]]));
     assert_eq!(
-        v["value"]["blockhash"],
-        json!(m.er1.blockhash()),
+        v,
+        json!({"blockhash": m.er1.blockhash(), "lastValidBlockHeight": m.er1.block_height() + 150}),
         "delegated alice: the ER's blockhash: {v}"
     );
     assert_eq!(
-        v["value"]["lastValidBlockHeight"],
-        json!(m.er1.block_height() + 150),
-        "{v}"
+        m.er1.params_of("getLatestBlockhash").last(),
+        Some(&json!([{"commitment": "confirmed"}]))
     );
-    assert!(v["context"]["slot"].is_u64(), "getLatestBlockhash shape: {v}");
     let v = m.result("getBlockhashForAccounts", json!([[bob]]));
-    assert_eq!(
-        v["value"]["blockhash"],
-        json!(m.base.blockhash()),
-        "undelegated bob: base: {v}"
-    );
+    assert_eq!(v["blockhash"], json!(m.base.blockhash()), "undelegated bob: base: {v}");
+    // `[[]]`, what the kit SDK's isRouter sends: the base layer's.
+    let v = m.result("getBlockhashForAccounts", json!([[]]));
+    assert_eq!(v["blockhash"], json!(m.base.blockhash()), "no account: base: {v}");
+    assert!(v.get("context").is_none(), "{v}");
 
     let before = (m.base.count("isBlockhashValid"), m.er1.count("isBlockhashValid"));
     let v = m.result(
@@ -1035,17 +1129,16 @@ fn delegation_status_routes_and_identity_compat_methods() {
     assert_eq!(rec["owner"], json!(SYSTEM_PROGRAM), "original owner: {v}");
     assert!(rec["delegationSlot"].is_u64(), "{v}");
     assert!(rec["lamports"].is_u64(), "{v}");
+    // As magic-router serialises an undelegated account: no fqdn, no record.
     let v = m.result("getDelegationStatus", json!([bob]));
-    assert_eq!(v["isDelegated"], json!(false), "{v}");
-    assert_eq!(v["fqdn"], Value::Null, "{v}");
-    assert_eq!(v["delegationRecord"], Value::Null, "{v}");
+    assert_eq!(v, json!({"isDelegated": false}), "{v}");
     let routes = m.result("getRoutes", json!([]));
     let routes = routes.as_array().unwrap_or_else(|| panic!("getRoutes: {routes}"));
     assert_eq!(routes.len(), 1, "{routes:?}");
-    assert_eq!(routes[0]["identity"], json!(pk("er1_identity")));
+    // magic-router's RouteInfo fields, with Prism's defaults when the config sets none.
     assert_eq!(
-        routes[0]["fqdn"].as_str().map(|s| s.trim_end_matches('/')),
-        Some(m.er1.url().as_str())
+        routes[0],
+        json!({"identity": pk("er1_identity"), "fqdn": m.er1.url(), "baseFee": 0, "blockTimeMs": 50, "countryCode": ""})
     );
     // MagicBlock's SDK delegates to what the router's getIdentity names: the ER, with its public URL.
     assert_eq!(
@@ -1330,10 +1423,14 @@ fn get_identity_names_a_live_er_and_get_routes_lists_only_live_ones() {
                 "kind = \"solana-magic\"\nprobe_interval_ms = 100",
                 1,
             );
-            // er-2 keeps no public address: its fqdn is null.
+            // er-2 keeps no public address (its fqdn is null) and says what getRoutes lists for it.
             let cut = net.rfind("  public_url=").expect("er-2's public_url");
             let end = cut + net[cut..].find('\n').unwrap() + 1;
-            format!("{}{}", &net[..cut], &net[end..])
+            format!(
+                "{}  base_fee = 5000\n  block_time_ms = 30\n  country_code = \"NL\"\n{}",
+                &net[..cut],
+                &net[end..]
+            )
         },
         |b| b,
     );
@@ -1365,7 +1462,10 @@ fn get_identity_names_a_live_er_and_get_routes_lists_only_live_ones() {
         "the live ER when default_er is down"
     );
     let routes = m.result("getRoutes", json!([]));
-    assert_eq!(routes, json!([{"identity": pk("er2_identity"), "fqdn": Value::Null}]));
+    assert_eq!(
+        routes,
+        json!([{"identity": pk("er2_identity"), "fqdn": Value::Null, "baseFee": 5000, "blockTimeMs": 30, "countryCode": "NL"}])
+    );
     // Back: default_er again.
     m.er1.set_http_status(None);
     m.prism.wait_state("er-1", "closed", Duration::from_secs(40));

@@ -453,3 +453,80 @@ fn a_change_right_after_the_subscription_id_comes_back_is_delivered() {
         "the first change after the subscription id came back",
     );
 }
+
+/// What MagicBlock's Resolver does: subscribe to an account's delegation record (on the base layer only,
+/// owned by the delegation program) and read every change of it.
+#[test]
+fn a_subscription_to_a_delegation_record_delivers_every_notification_in_order() {
+    let m = Magic::two_ers();
+    let dave = seed(&m, "dave");
+    let record = record_of("dave");
+    let mut c = ws(&m);
+    let sub = c.subscribe(
+        "accountSubscribe",
+        json!([record, {"encoding": "base64", "commitment": "confirmed"}]),
+    );
+    assert!(wait_until(WAIT, || m.base.account_subs(&record) >= 1));
+    let mut owners = Vec::new();
+    let mut next = |c: &mut SolWs, what: &str| {
+        let n = c
+            .notification_where("accountNotification", WAIT, |n| n["subscription"] == json!(sub))
+            .unwrap_or_else(|| panic!("{what}: no notification of the record's subscription"));
+        owners.push(n["result"]["value"]["owner"].clone());
+        n["result"]["value"].clone()
+    };
+    // Written (delegated to ER 1), rewritten (redelegated to ER 2), closed (undelegated): three notifications,
+    // in that order, each the record as the base layer sent it.
+    m.base.delegate(&dave, &pk("er1_identity"));
+    let v = next(&mut c, "written");
+    assert_eq!(v["owner"], DELEGATION_PROGRAM, "{v}");
+    assert_eq!(v["lamports"], json!(RECORD_LAMPORTS), "{v}");
+    let data = record_data(&pk("er1_identity"), SYSTEM_PROGRAM, m.base.slot(), ON_BASE);
+    use base64::Engine as _;
+    assert_eq!(
+        v["data"][0],
+        json!(base64::engine::general_purpose::STANDARD.encode(&data)),
+        "{v}"
+    );
+    m.base.delegate(&dave, &pk("er2_identity"));
+    let v = next(&mut c, "changed");
+    assert_eq!(v["owner"], DELEGATION_PROGRAM, "{v}");
+    m.base.undelegate(&dave);
+    let v = next(&mut c, "closed");
+    assert_eq!(v["lamports"], json!(0), "{v}");
+    assert_eq!(v["owner"], SYSTEM_PROGRAM, "{v}");
+    // It never left the base layer, and no ER was asked about it.
+    assert_eq!(m.base.account_subs(&record), 1);
+    assert_eq!(m.er1.account_subs(&record) + m.er2().account_subs(&record), 0);
+    assert_eq!(m.er1.count_for("accountSubscribe", &record), 0);
+    assert!(
+        c.notification("accountNotification", Duration::from_millis(200))
+            .is_none(),
+        "{owners:?}"
+    );
+}
+
+#[test]
+fn sysvar_subscriptions_stay_on_the_base_layer_without_a_record_lookup() {
+    let m = Magic::start();
+    let clock = "SysvarC1ock11111111111111111111111111111111";
+    m.base.set_account(
+        clock,
+        Account::new(1_169_280, "Sysvar1111111111111111111111111111111111111", &[0; 40]),
+    );
+    let mut c = ws(&m);
+    let sub = c.subscribe("accountSubscribe", json!([clock, {"encoding": "base64"}]));
+    assert!(wait_until(WAIT, || m.base.account_subs(clock) >= 1));
+    m.base.set_account(
+        clock,
+        Account::new(1_169_281, "Sysvar1111111111111111111111111111111111111", &[1; 40]),
+    );
+    account_note(&mut c, sub, 1_169_281, "the clock moved");
+    let record = support::solana_fake::delegation_record(clock);
+    assert_eq!(
+        m.base.count_for("getAccountInfo", &record),
+        0,
+        "a sysvar's record was read"
+    );
+    assert_eq!(m.base.account_subs(&record), 0, "a sysvar's record was subscribed");
+}

@@ -406,6 +406,15 @@ pub struct Provider {
     /// `getDelegationStatus`). Never taken from `url`, which may carry the operator's credentials.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// Solana magic router, ephemeral providers: what `getRoutes` reports for this ER, as MagicBlock's
+    /// router reports an ER's registration: its base fee (lamports per signature; unset: 0), block time
+    /// (ms; unset: 50, MagicBlock's ER default) and country (ISO 3166-1 alpha-2; unset: "").
+    #[serde(default)]
+    pub base_fee: Option<u16>,
+    #[serde(default)]
+    pub block_time_ms: Option<u16>,
+    #[serde(default)]
+    pub country_code: Option<String>,
     /// Who runs it: a hedge goes to a provider of another operator. Each provider is its own by default.
     #[serde(default)]
     pub operator: Option<String>,

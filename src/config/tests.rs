@@ -320,6 +320,41 @@ fn public_url_is_an_ers_address_and_nothing_else() {
 }
 
 #[test]
+fn route_listing_keys_are_an_ers_and_country_codes_are_iso() {
+    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let env = |name: &str| match name {
+        "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
+        _ => Some("x".to_string()),
+    };
+    let er = "  url = \"https://er-1.example.com\"\n";
+    let with = magic.replace(
+        er,
+        &format!("{er}  base_fee = 0\n  block_time_ms = 50\n  country_code = \"DE\"\n"),
+    );
+    let c = Config::from_toml_with(&with, env).unwrap();
+    let p = &c.networks[0].providers[1];
+    assert_eq!(
+        (p.base_fee, p.block_time_ms, p.country_code.as_deref()),
+        (Some(0), Some(50), Some("DE"))
+    );
+    let base = "  url = \"https://api.mainnet-beta.solana.com\"\n";
+    let on_base = magic.replace(base, &format!("{base}  block_time_ms = 400\n"));
+    let err = Config::from_toml_with(&on_base, env).unwrap_err().to_string();
+    assert!(
+        err.contains("providers[0].block_time_ms") && err.contains("ephemeral"),
+        "{err}"
+    );
+    for bad in ["de", "DEU", "D1"] {
+        let text = magic.replace(er, &format!("{er}  country_code = \"{bad}\"\n"));
+        let err = Config::from_toml_with(&text, env).unwrap_err().to_string();
+        assert!(
+            err.contains("providers[1].country_code") && err.contains("ISO"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn hedge_policy_defaults_and_checks() {
     let c = Config::from_toml_with(MINIMAL, |_| None).unwrap();
     let h = &c.policy.hedge;

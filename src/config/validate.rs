@@ -304,6 +304,27 @@ impl Config {
                             ));
                         }
                     }
+                    let listed = [
+                        ("base_fee", p.base_fee.is_some()),
+                        ("block_time_ms", p.block_time_ms.is_some()),
+                        ("country_code", p.country_code.is_some()),
+                    ];
+                    if let Some((key, _)) = listed.iter().find(|(_, set)| *set) {
+                        if p.role != Some(ProviderRole::Ephemeral) {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.{key}"),
+                                "only applies to role = \"ephemeral\" (what getRoutes reports for the ER)",
+                            ));
+                        }
+                    }
+                    if let Some(cc) = &p.country_code {
+                        if !(cc.is_empty() || cc.len() == 2 && cc.bytes().all(|b| b.is_ascii_uppercase())) {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.country_code"),
+                                "must be an ISO 3166-1 alpha-2 code such as \"DE\" (or empty)",
+                            ));
+                        }
+                    }
                 } else if p.role.is_some() {
                     return Err(ConfigError::invalid(
                         format!("{pat}.role"),

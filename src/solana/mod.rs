@@ -3,6 +3,8 @@
 //! served by the ER the record names, any other by the base layer.
 //!
 //! - `pubkey`, `tx`, `record`: the wire formats (keys and PDAs, transactions, delegation records).
+//! - `base_only`: accounts that live on the base layer whatever any record says (sysvars, programs, the
+//!   delegation program's own accounts such as the records themselves).
 //! - `net`: what all shards share (which providers are which side; signature and blockhash memories).
 //! - `table` + `sync`: this shard's delegation table, fetched over HTTP and kept fresh by base-layer
 //!   `accountSubscribe`; a lost subscription puts its accounts in limbo until refetched.
@@ -15,6 +17,7 @@
 
 /// Base58 and keys are shared vocabulary (config validates them too).
 pub use crate::rpc::{base58, pubkey};
+pub mod base_only;
 pub mod memo;
 pub mod methods;
 pub mod net;

@@ -43,6 +43,10 @@ pub struct Er {
     /// by `getIdentity`, `getRoutes` and `getDelegationStatus`; `None` when no provider sets it. Never an
     /// upstream URL: those often carry the operator's API key.
     pub public_url: Option<String>,
+    /// What `getRoutes` reports (the first provider's settings; see `config::Provider::base_fee`).
+    pub base_fee: u16,
+    pub block_time_ms: u16,
+    pub country_code: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +132,9 @@ impl SolanaNet {
                             identity,
                             providers: 1 << i,
                             public_url: p.public_url.clone(),
+                            base_fee: p.base_fee.unwrap_or(0),
+                            block_time_ms: p.block_time_ms.unwrap_or(50),
+                            country_code: p.country_code.clone().unwrap_or_default(),
                         }),
                     }
                 }

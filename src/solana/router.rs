@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
+use super::base_only::ProgramOwned;
 use super::net::Dest;
 use super::pubkey::Pubkey;
 use super::sync::READ;
@@ -27,7 +28,7 @@ use crate::core::classify::{submission_says, SubmissionSays};
 use crate::core::marks::MarkKey;
 use crate::core::outcome::{CallOutcome, Caller, ProxyError, TxRef};
 use crate::core::submit::send_deadline;
-use crate::jsonscan::{elements, nth_element, object_field, plain_str};
+use crate::jsonscan::{elements, nth_element, object_field, plain_str, plain_u64};
 use crate::rpc::methods::MethodInfo;
 use crate::rpc::wire::write_json_str;
 use crate::rpc::Call;
@@ -111,6 +112,17 @@ fn invalid(message: String) -> CallOutcome {
     rejected(-32602, message)
 }
 
+/// The code of MagicBlock's magic-router for its own errors (`src/error.rs`: every `RouterError`).
+pub const ROUTER_ERROR: i32 = -32604;
+
+/// magic-router's `UnknownErNode`: the account's record names an ER this router does not serve.
+pub fn unknown_er(authority: &Pubkey) -> ProxyError {
+    ProxyError::Rejected {
+        code: ROUTER_ERROR,
+        message: format!("account has been delegated to unknown ER node: {authority}"),
+    }
+}
+
 fn local(result: Vec<u8>) -> CallOutcome {
     CallOutcome::result(result)
 }
@@ -163,13 +175,7 @@ fn error_message(out: &CallOutcome) -> Option<&[u8]> {
 async fn dest_of(sol: &Rc<SolanaRoute>, account: Pubkey, deadline: Instant) -> Result<Dest, ProxyError> {
     match sol.status(account, deadline).await? {
         Status::Delegated { er: Some(k), .. } => Ok(Dest::Er(k)),
-        Status::Delegated { er: None, record } => Err(ProxyError::Rejected {
-            code: -32602,
-            message: format!(
-                "account {account} is delegated to ephemeral rollup {} which this router does not serve",
-                record.authority
-            ),
-        }),
+        Status::Delegated { er: None, record } => Err(unknown_er(&record.authority)),
         Status::Undelegated | Status::Unknown => Ok(Dest::Base),
     }
 }
@@ -180,24 +186,42 @@ fn owned_by_program(sol: &SolanaRoute, account: &[u8]) -> bool {
     object_field(account, "owner").and_then(plain_str) == Some(sol.net.program.to_base58().as_str())
 }
 
-/// After the base layer showed `account` is delegated after all: reread its record and pick its ER (the
-/// default ER, or the only one, while the record is not yet visible at `confirmed`).
-async fn repaired_dest(sol: &Rc<SolanaRoute>, account: Pubkey, deadline: Instant) -> Option<Dest> {
-    let entry = sol.watch(account);
-    let _ = sol.refresh(&entry, deadline).await;
-    let dest = match entry.status.get() {
-        Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
-        _ => sol
-            .net
-            .default_er
-            .or((sol.net.ers.len() == 1).then_some(0))
-            .map(Dest::Er),
+/// After the base layer's answer suggested `account` is delegated after all: its ER, or `None` when the base
+/// layer's answer stands. `owned_at`: the slot of an answer showing the account owned by the delegation
+/// program, which is either the base layer's copy of a delegated account or one of the program's own
+/// accounts such as a delegation record (`base_only`); without it (a token balance that says "not a Token
+/// account") only a record read now tells.
+async fn repaired_dest(
+    sol: &Rc<SolanaRoute>,
+    account: Pubkey,
+    owned_at: Option<u64>,
+    deadline: Instant,
+) -> Option<Dest> {
+    let status = match owned_at {
+        Some(slot) => match sol.program_owned(account, slot, deadline).await {
+            ProgramOwned::DelegatedCopy(s) => s,
+            ProgramOwned::Own => return None,
+        },
+        None => {
+            let entry = sol.watch(account);
+            let _ = sol.refresh(&entry, deadline).await;
+            entry.status.get()
+        }
     };
-    if dest.is_some() {
-        let metrics = sol.route.recorder.metrics();
-        metrics.solana(crate::telemetry::metrics::SolanaMetric::Rerouted, 1);
-    }
-    dest
+    let Status::Delegated { er: Some(k), .. } = status else {
+        return None;
+    };
+    let metrics = sol.route.recorder.metrics();
+    metrics.solana(crate::telemetry::metrics::SolanaMetric::Rerouted, 1);
+    Some(Dest::Er(k))
+}
+
+/// The `context.slot` of a successful answer.
+fn answer_slot(out: &CallOutcome) -> Option<u64> {
+    result_of(out)
+        .and_then(|r| object_field(r, "context"))
+        .and_then(|c| object_field(c, "slot"))
+        .and_then(plain_u64)
 }
 
 async fn by_account(
@@ -221,15 +245,16 @@ async fn by_account(
             let wrong_side = match method {
                 "getAccountInfo" => result_of(&out)
                     .and_then(|r| object_field(r, "value"))
-                    .is_some_and(|v| owned_by_program(sol, v)),
+                    .is_some_and(|v| owned_by_program(sol, v))
+                    .then(|| Some(answer_slot(&out).unwrap_or(0))),
                 // A delegated token account looks like "not a Token account" on the base layer.
-                "getTokenAccountBalance" => {
-                    error_message(&out).is_some_and(|m| memchr::memmem::find(m, b"not a Token account").is_some())
-                }
-                _ => false,
+                "getTokenAccountBalance" => error_message(&out)
+                    .is_some_and(|m| memchr::memmem::find(m, b"not a Token account").is_some())
+                    .then_some(None),
+                _ => None,
             };
-            if wrong_side {
-                if let Some(er) = repaired_dest(sol, account, deadline).await {
+            if let Some(owned_at) = wrong_side {
+                if let Some(er) = repaired_dest(sol, account, owned_at, deadline).await {
                     tracing::debug!(network = %sol.net.name, %account, "answer came from the wrong side; asking the ER");
                     return sol.call_on(er, READ, method, params, caller, deadline).await;
                 }
@@ -403,9 +428,10 @@ async fn multiple_accounts(
     if wrong.is_empty() {
         return out;
     }
+    let owned_at = answer_slot(&out).unwrap_or(0);
     let mut moved = false;
     for i in wrong {
-        if let Some(er) = repaired_dest(sol, keys[i], deadline).await {
+        if let Some(er) = repaired_dest(sol, keys[i], Some(owned_at), deadline).await {
             dests[i] = er;
             moved = true;
         }
@@ -423,7 +449,7 @@ async fn multiple_accounts(
 /// The destination of a set of accounts that a transaction writes (or a client will write): the ER their
 /// delegated ones live on, the base layer when none is delegated; two different ERs is an error.
 async fn dest_of_writes(sol: &Rc<SolanaRoute>, accounts: &[Pubkey], deadline: Instant) -> Result<Dest, CallOutcome> {
-    dest_of_accounts(sol, accounts, "transaction writes accounts", deadline).await
+    dest_of_accounts(sol, accounts, "transaction", deadline).await
 }
 
 /// The side a set of accounts lives on (`what` names them in the error when two ERs hold some).
@@ -440,12 +466,16 @@ async fn dest_of_accounts(
             Err(e) => return Err(CallOutcome::Failed(e)),
             Ok(Dest::Base) => {}
             Ok(er) => match target {
+                // magic-router's `ConflictingDelegations`, with the two accounts named.
                 Some((t, other)) if t != er => {
-                    return Err(invalid(format!(
-                        "{what} delegated to different ephemeral rollups: {other} ({}) and {k} ({})",
+                    return Err(rejected(
+                        ROUTER_ERROR,
+                        format!(
+                        "{what} contains accounts that were delegated to different ER nodes: {other} ({}) and {k} ({})",
                         sol.net.dest_name(t),
                         sol.net.dest_name(er)
-                    )))
+                    ),
+                    ))
                 }
                 _ => target = Some((er, *k)),
             },
@@ -785,6 +815,10 @@ fn remember_blockhash(sol: &SolanaRoute, caller: &Caller, dest: Dest, out: &Call
     }
 }
 
+/// MagicBlock's `getBlockhashForAccounts([accounts])`: the latest blockhash (`confirmed`, as magic-router
+/// asks for it) of the side those accounts' writes go to (`[[]]`: the base layer), answered bare as
+/// `{"blockhash":..,"lastValidBlockHeight":..}` (the node's `value`, byte for byte) like magic-router does;
+/// both SDKs read `result.blockhash`. The blockhash is remembered with its chain.
 async fn blockhash_for_accounts(
     sol: &Rc<SolanaRoute>,
     params: Option<&[u8]>,
@@ -799,15 +833,20 @@ async fn blockhash_for_accounts(
         Err(out) => return out,
     };
     let mut inner = b"[".to_vec();
-    if let Some(config) = params.and_then(|p| nth_element(p, 1)) {
-        inner.extend_from_slice(config);
+    match params.and_then(|p| nth_element(p, 1)) {
+        Some(config) => inner.extend_from_slice(config),
+        None => inner.extend_from_slice(br#"{"commitment":"confirmed"}"#),
     }
     inner.push(b']');
     let out = sol
         .call_on(dest, READ, "getLatestBlockhash", Some(&inner), caller, deadline)
         .await;
     remember_blockhash(sol, caller, dest, &out);
-    out
+    match result_of(&out).and_then(|r| object_field(r, "value")) {
+        Some(value) if value.first() == Some(&b'{') => local(value.to_vec()),
+        // An error, or an answer without a value object: as the node sent it.
+        _ => out,
+    }
 }
 
 async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadline: Instant) -> CallOutcome {
@@ -820,10 +859,16 @@ async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadlin
     };
     let mut out = Vec::with_capacity(256);
     match status {
-        Status::Delegated { er, record } => {
-            out.extend_from_slice(br#"{"isDelegated":true,"fqdn":"#);
-            write_fqdn(&mut out, er.and_then(|k| sol.net.ers.get(k)));
-            out.extend_from_slice(br#","delegationRecord":{"authority":"#);
+        Status::Delegated { er: None, record } => return CallOutcome::Failed(unknown_er(&record.authority)),
+        Status::Delegated { er: Some(k), record } => {
+            out.extend_from_slice(br#"{"isDelegated":true,"#);
+            // magic-router always knows the ER's address; Prism omits `fqdn` when no public_url is set.
+            if let Some(url) = sol.net.ers.get(k).and_then(|e| e.public_url.as_deref()) {
+                out.extend_from_slice(br#""fqdn":"#);
+                write_json_str(&mut out, url);
+                out.push(b',');
+            }
+            out.extend_from_slice(br#""delegationRecord":{"authority":"#);
             write_json_str(&mut out, &record.authority.to_base58());
             out.extend_from_slice(br#","owner":"#);
             write_json_str(&mut out, &record.owner.to_base58());
@@ -833,7 +878,8 @@ async fn delegation_status(sol: &Rc<SolanaRoute>, params: Option<&[u8]>, deadlin
             out.extend_from_slice(itoa::Buffer::new().format(record.lamports).as_bytes());
             out.extend_from_slice(b"}}");
         }
-        _ => out.extend_from_slice(br#"{"isDelegated":false,"fqdn":null,"delegationRecord":null}"#),
+        // As magic-router serialises it: absent fields, not nulls.
+        _ => out.extend_from_slice(br#"{"isDelegated":false}"#),
     }
     local(out)
 }
@@ -860,7 +906,7 @@ async fn fees(
     if accounts.len() > 128 {
         return invalid(format!("{method}: at most 128 accounts"));
     }
-    let dest = match dest_of_accounts(sol, &accounts, "the accounts named are", deadline).await {
+    let dest = match dest_of_accounts(sol, &accounts, "the request", deadline).await {
         Ok(d) => d,
         Err(e) => return e,
     };
@@ -885,14 +931,24 @@ fn write_er(out: &mut Vec<u8>, er: &super::net::Er) {
     out.push(b'}');
 }
 
-/// The ERs a client can be sent to now: those with a provider Prism would route to.
+/// The ERs a client can be sent to now (those with a provider Prism would route to), with the fields
+/// magic-router's `getRoutes` answers (`RouteInfo`: identity, fqdn, baseFee, blockTimeMs, countryCode).
 fn routes(sol: &SolanaRoute) -> CallOutcome {
     let mut out = b"[".to_vec();
     for k in (0..sol.net.ers.len()).filter(|&k| sol.er_live(k)) {
         if out.len() > 1 {
             out.push(b',');
         }
-        write_er(&mut out, &sol.net.ers[k]);
+        let er = &sol.net.ers[k];
+        write_er(&mut out, er);
+        out.pop();
+        out.extend_from_slice(br#","baseFee":"#);
+        out.extend_from_slice(itoa::Buffer::new().format(er.base_fee).as_bytes());
+        out.extend_from_slice(br#","blockTimeMs":"#);
+        out.extend_from_slice(itoa::Buffer::new().format(er.block_time_ms).as_bytes());
+        out.extend_from_slice(br#","countryCode":"#);
+        write_json_str(&mut out, &er.country_code);
+        out.push(b'}');
     }
     out.push(b']');
     local(out)

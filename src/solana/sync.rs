@@ -156,6 +156,9 @@ impl SolanaRoute {
     /// layer (one read per shard at a time; others wait for it). A failed read is an error, never
     /// "undelegated".
     pub async fn status(self: &Rc<Self>, account: Pubkey, deadline: Instant) -> Result<Status, ProxyError> {
+        if super::base_only::by_address(&account, &self.net.program) {
+            return Ok(Status::Undelegated);
+        }
         let entry = self.watch(account);
         let deadline = deadline.min(Instant::now() + FETCH_TIMEOUT);
         let mut waited = false;

@@ -40,6 +40,9 @@ pub struct Entry {
     pub sub: Cell<Option<u64>>,
     /// A subscription was asked for on the current base link (confirmed or not yet).
     pub asked: Cell<bool>,
+    /// Proven one of the delegation program's own accounts (see `base_only`): its base-layer state is the
+    /// truth, never a delegated account's stale copy.
+    pub base_only: Cell<bool>,
     /// Fired on every change of status, fetch completion and subscription confirmation.
     pub changed: event_listener::Event,
 }
@@ -147,6 +150,7 @@ impl DelegationTable {
             asked: Cell::new(false),
             fetching: Cell::new(false),
             sub: Cell::new(None),
+            base_only: Cell::new(false),
             changed: event_listener::Event::new(),
         });
         let mut entries = self.entries.borrow_mut();

@@ -43,6 +43,9 @@ struct ClientSub {
     refused: RefCell<Option<String>>,
     /// Fired when the upstream confirms or refuses.
     settled: event_listener::Event,
+    /// While Prism tells whether a base-layer value owned by the delegation program is the account's state
+    /// (`settle_held`): the notifications held, in order, each marked when it is such a value.
+    held: RefCell<Option<Vec<(String, bool)>>>,
 }
 
 /// One upstream socket of one client session, to one side.
@@ -179,6 +182,7 @@ impl Session {
             alive: Cell::new(true),
             refused: RefCell::new(None),
             settled: event_listener::Event::new(),
+            held: RefCell::new(None),
         });
         self.subs.borrow_mut().insert(id, sub.clone());
         self.link(dest).subscribe(&sub);
@@ -205,7 +209,8 @@ impl Session {
                 message: why,
             });
         }
-        if let Some(key) = account {
+        // An account living on the base layer whatever any record says never moves.
+        if let Some(key) = account.filter(|k| !super::base_only::by_address(k, &self.sol.net.program)) {
             let session = Rc::downgrade(self);
             spawn(async move { follow(session, sub, key).await });
         }
@@ -253,9 +258,7 @@ fn invalid(message: &str) -> ProxyError {
 async fn dest_for(sol: &Rc<SolanaRoute>, key: Pubkey, deadline: Instant) -> Result<Dest, ProxyError> {
     match sol.status(key, deadline).await? {
         Status::Delegated { er: Some(k), .. } => Ok(Dest::Er(k)),
-        Status::Delegated { er: None, .. } => Err(invalid(
-            "the account is delegated to an ephemeral rollup this router does not serve",
-        )),
+        Status::Delegated { er: None, record } => Err(super::router::unknown_er(&record.authority)),
         _ => Ok(Dest::Base),
     }
 }
@@ -295,6 +298,28 @@ async fn follow(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey) {
             sd.triggered(),
         )
         .await;
+    }
+}
+
+/// Tells whether the held notifications of `sub` (from `slot` on) are the account's state, then relays
+/// those that are, in order, and drops the base layer's copies of a delegated account.
+async fn settle_held(session: Weak<Session>, sub: Rc<ClientSub>, key: Pubkey, slot: u64) {
+    let Some(sol) = session.upgrade().map(|s| s.sol.clone()) else {
+        return;
+    };
+    let verdict = sol
+        .program_owned(key, slot, Instant::now() + Duration::from_secs(5))
+        .await;
+    let held = sub.held.take().unwrap_or_default();
+    let Some(s) = session.upgrade() else { return };
+    if !sub.alive.get() || s.closed.get() {
+        return;
+    }
+    let copy = matches!(verdict, super::base_only::ProgramOwned::DelegatedCopy(_));
+    for (msg, owned) in held {
+        if !(owned && copy) {
+            let _ = s.out.push(Message::Text(msg));
+        }
     }
 }
 
@@ -388,25 +413,6 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         if sub.dest.get() != link.dest {
             return; // moved: the old side's last words are not the account's state any more
         }
-        // The base layer's copy of an account being delegated (owned by the delegation program) is not its
-        // state: hold it back, reread the record, and let the follower move the subscription to the ER.
-        let program = s.sol.net.program.to_base58();
-        let wrong_side = link.dest == Dest::Base
-            && sub.account.is_some()
-            && object_field(result, "value")
-                .and_then(|v| object_field(v, "owner"))
-                .and_then(plain_str)
-                == Some(program.as_str());
-        if wrong_side {
-            if let Some(key) = sub.account {
-                let sol = s.sol.clone();
-                spawn(async move {
-                    let entry = sol.watch(key);
-                    let _ = sol.refresh(&entry, Instant::now() + Duration::from_secs(5)).await;
-                });
-            }
-            return;
-        }
         let mut msg = String::with_capacity(64 + result.len());
         msg.push_str(r#"{"jsonrpc":"2.0","method":"#);
         msg.push_str(&String::from_utf8_lossy(method));
@@ -415,6 +421,32 @@ fn on_side_message(s: &Rc<Session>, link: &SideLink, text: &[u8]) {
         msg.push_str(r#","subscription":"#);
         msg.push_str(itoa::Buffer::new().format(cid));
         msg.push_str("}}");
+        // A base-layer value owned by the delegation program is either the base's copy of an account being
+        // delegated (not its state: held back while the follower moves the subscription to the ER) or one
+        // of the program's own accounts, such as the delegation record MagicBlock's Resolver watches (its
+        // state: relayed). A record read as new as the notification tells which; later notifications wait
+        // behind it so their order holds.
+        let program = s.sol.net.program.to_base58();
+        let owned = link.dest == Dest::Base
+            && object_field(result, "value")
+                .and_then(|v| object_field(v, "owner"))
+                .and_then(plain_str)
+                == Some(program.as_str());
+        if let Some(held) = sub.held.borrow_mut().as_mut() {
+            held.push((msg, owned));
+            return;
+        }
+        if let Some(key) = sub.account.filter(|_| owned) {
+            if !s.sol.table.get(&key).is_some_and(|e| e.base_only.get()) {
+                let slot = object_field(result, "context")
+                    .and_then(|c| object_field(c, "slot"))
+                    .and_then(plain_u64)
+                    .unwrap_or(0);
+                *sub.held.borrow_mut() = Some(vec![(msg, true)]);
+                spawn(settle_held(Rc::downgrade(s), sub.clone(), key, slot));
+                return;
+            }
+        }
         let _ = s.out.push(Message::Text(msg));
         // A signature subscription ends with its one notification (the node drops it too).
         if sub.method == "signatureSubscribe" && plain_str(method) == Some("signatureNotification") {

@@ -52,8 +52,9 @@ async def flow(url, fx, session, mode, nonce):
                 r = (await h.post(url, json=body, headers=headers)).json()
             if "result" not in r:
                 raise RuntimeError(f"getBlockhashForAccounts: {r}")
-            blockhash = Hash.from_string(r["result"]["value"]["blockhash"])
-            last_valid = r["result"]["value"]["lastValidBlockHeight"]
+            # MagicBlock's router answers the bare {blockhash, lastValidBlockHeight}.
+            blockhash = Hash.from_string(r["result"]["blockhash"])
+            last_valid = r["result"]["lastValidBlockHeight"]
             ix = Instruction(program, b"\x05flow" + nonce.to_bytes(4, "little"), [AccountMeta(alice, False, True)])
             target = alice
         else:

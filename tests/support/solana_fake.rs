@@ -23,6 +23,13 @@
 //! Delegation ([`SolanaFake::delegate`] / [`SolanaFake::undelegate`] on the BASE fake) writes and closes the
 //! delegation record PDA exactly as the delegation program does, with notifications.
 //!
+//! Transactions: with [`SolanaFake::check_blockhashes`] a transaction whose recent blockhash this chain did
+//! not issue is refused with -32002 "Blockhash not found" (preflight) or taken and never executed
+//! (`skipPreflight`), as validators do. On an ER, a transaction that calls the magic program
+//! (`Magic111...`, MagicBlock's commit) logs `ScheduledCommitSent signature: X`, and X (a transaction the ER
+//! makes, landed at once) logs `ScheduledCommitSent signature[0]: Y`, Y standing for the base-layer commit
+//! ([`SolanaFake::commit_of`]); `getTransaction` serves those logs as `meta.logMessages`.
+//!
 //! Server → client frames are written by hand under one lock per connection, so a notification is on the
 //! wire when the control call that caused it returns; the per-connection thread only reads.
 #![allow(dead_code)]
@@ -41,6 +48,8 @@ use std::time::Duration;
 pub const DELEGATION_PROGRAM: &str = "DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh";
 pub const SYSTEM_PROGRAM: &str = "11111111111111111111111111111111";
 pub const TOKEN_PROGRAM: &str = "TokenkegQfeZyiNwAJbNbGYPxWSBsAHTWgp6DhZtEFc";
+/// MagicBlock's magic program (ER only): a transaction calling it schedules a commit to the base layer.
+pub const MAGIC_PROGRAM: &str = "Magic11111111111111111111111111111111111111";
 /// The all-zero pubkey: a delegation record with this authority names the default ER.
 pub const DEFAULT_PUBKEY: &str = SYSTEM_PROGRAM;
 /// Lamports of a delegation record the fake writes.
@@ -209,6 +218,8 @@ pub struct Landed {
     pub err: Option<Value>,
     /// Whether the signature has landed (a held one is known but not yet confirmed).
     pub landed: bool,
+    /// `meta.logMessages` of `getTransaction`.
+    pub logs: Vec<String>,
 }
 
 struct State {
@@ -242,6 +253,12 @@ struct State {
     lose_answers: std::collections::HashSet<String>,
     /// Delay before a new WebSocket connection is upgraded (a slow handshake).
     ws_accept_delay: Option<Duration>,
+    /// When set, a transaction whose recent blockhash this chain never issued is refused (preflight) or
+    /// taken and dropped (skipPreflight), as a validator does.
+    check_blockhashes: bool,
+    /// ER: (transaction signature, its ScheduledCommitSent signature, the base-layer commit signature) of
+    /// every transaction that called the magic program.
+    commits: Vec<(String, String, String)>,
 }
 
 impl State {
@@ -460,6 +477,8 @@ impl SolanaFake {
                 notify_accounts: true,
                 ws_accept_delay: None,
                 http_failing: HashMap::new(),
+                check_blockhashes: false,
+                commits: Vec::new(),
             }),
             shutdown: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
@@ -678,6 +697,7 @@ impl SolanaFake {
                 tx_base64: String::new(),
                 err: None,
                 landed: true,
+                logs: Vec::new(),
             },
         );
         g.signature_landed(sig);
@@ -687,6 +707,33 @@ impl SolanaFake {
     }
     pub fn knows_signature(&self, sig: &str) -> bool {
         self.lock().signatures.contains_key(sig)
+    }
+    /// How many `sendTransaction` calls carried the transaction whose signature is `sig`.
+    pub fn sends_of(&self, sig: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == "sendTransaction")
+            .filter(|c| decode_tx(&c.params).is_ok_and(|raw| b58(&raw[1..65]) == sig))
+            .count()
+    }
+    /// Whether this chain issued `hash` and still takes it.
+    pub fn blockhash_valid(&self, hash: &str) -> bool {
+        self.lock().valid_blockhashes.iter().any(|h| h == hash)
+    }
+    /// While set, transactions with a recent blockhash this chain did not issue are refused (preflight)
+    /// or dropped unseen (skipPreflight), as validators do.
+    pub fn check_blockhashes(&self, on: bool) {
+        self.lock().check_blockhashes = on;
+    }
+    /// ER: the (ScheduledCommitSent, base-layer commit) signatures of the transaction `sig`, when it called
+    /// the magic program.
+    pub fn commit_of(&self, sig: &str) -> Option<(String, String)> {
+        self.lock()
+            .commits
+            .iter()
+            .find(|(s, _, _)| s == sig)
+            .map(|(_, a, b)| (a.clone(), b.clone()))
     }
 
     // ---- misbehaviour ----------------------------------------------------------------------------
@@ -862,6 +909,120 @@ fn decode_tx(params: &Value) -> Result<Vec<u8>, Value> {
     Ok(raw)
 }
 
+/// A compact-u16 at `raw[*at..]`, advancing `at`.
+fn compact_u16(raw: &[u8], at: &mut usize) -> Option<usize> {
+    let mut v = 0usize;
+    for shift in [0, 7, 14] {
+        let b = *raw.get(*at)?;
+        *at += 1;
+        v |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A wire transaction's static account keys and recent blockhash (legacy or versioned message).
+pub fn message_keys(raw: &[u8]) -> Option<(Vec<[u8; 32]>, [u8; 32])> {
+    let mut at = 0;
+    let sigs = compact_u16(raw, &mut at)?;
+    at += sigs * 64;
+    if *raw.get(at)? & 0x80 != 0 {
+        at += 1; // version prefix
+    }
+    at += 3; // header
+    let n = compact_u16(raw, &mut at)?;
+    let mut keys = Vec::with_capacity(n);
+    for _ in 0..n {
+        keys.push(raw.get(at..at + 32)?.try_into().ok()?);
+        at += 32;
+    }
+    Some((keys, raw.get(at..at + 32)?.try_into().ok()?))
+}
+
+/// A wire transaction as `getTransaction` encodes it as "json": signatures and the message with its
+/// header, account keys, blockhash, instructions (data base58) and address table lookups.
+fn tx_json(raw: &[u8]) -> Option<Value> {
+    let mut at = 0;
+    let n = compact_u16(raw, &mut at)?;
+    let mut signatures = Vec::with_capacity(n);
+    for _ in 0..n {
+        signatures.push(b58(raw.get(at..at + 64)?));
+        at += 64;
+    }
+    let versioned = *raw.get(at)? & 0x80 != 0;
+    if versioned {
+        at += 1;
+    }
+    let header = raw.get(at..at + 3)?;
+    at += 3;
+    let keys = compact_u16(raw, &mut at)?;
+    let mut account_keys = Vec::with_capacity(keys);
+    for _ in 0..keys {
+        account_keys.push(b58(raw.get(at..at + 32)?));
+        at += 32;
+    }
+    let blockhash = b58(raw.get(at..at + 32)?);
+    at += 32;
+    let bytes = |at: &mut usize| -> Option<Vec<u8>> {
+        let len = compact_u16(raw, at)?;
+        let v = raw.get(*at..*at + len)?.to_vec();
+        *at += len;
+        Some(v)
+    };
+    let count = compact_u16(raw, &mut at)?;
+    let mut instructions = Vec::with_capacity(count);
+    for _ in 0..count {
+        let program = *raw.get(at)?;
+        at += 1;
+        let accounts = bytes(&mut at)?;
+        let data = bytes(&mut at)?;
+        instructions
+            .push(json!({"programIdIndex": program, "accounts": accounts, "data": b58(&data), "stackHeight": null}));
+    }
+    let mut message = json!({
+        "header": {"numRequiredSignatures": header[0], "numReadonlySignedAccounts": header[1],
+                   "numReadonlyUnsignedAccounts": header[2]},
+        "accountKeys": account_keys,
+        "recentBlockhash": blockhash,
+        "instructions": instructions,
+    });
+    if versioned {
+        let n = compact_u16(raw, &mut at)?;
+        let mut lookups = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = b58(raw.get(at..at + 32)?);
+            at += 32;
+            let writable = bytes(&mut at)?;
+            let readonly = bytes(&mut at)?;
+            lookups.push(json!({"accountKey": key, "writableIndexes": writable, "readonlyIndexes": readonly}));
+        }
+        message["addressTableLookups"] = json!(lookups);
+    }
+    Some(json!({"signatures": signatures, "message": message}))
+}
+
+/// A one-instruction legacy transaction signed (in name) by `signer`, calling `program` with no accounts:
+/// what the fake stores for a transaction it makes itself.
+fn made_up_transaction(sig: &str, signer: &str, program: &str, blockhash: &str) -> Vec<u8> {
+    let mut raw = vec![1];
+    raw.extend_from_slice(&bs58::decode(sig).into_vec().unwrap_or_else(|_| vec![0; 64]));
+    raw.extend_from_slice(&[1, 0, 1, 2]);
+    raw.extend_from_slice(&pubkey_bytes(signer));
+    raw.extend_from_slice(&pubkey_bytes(program));
+    raw.extend_from_slice(&pubkey_bytes(blockhash));
+    raw.extend_from_slice(&[1, 1, 0, 0]);
+    raw
+}
+
+/// A 64-byte signature derived from another one and a tag (a transaction the fake makes up).
+fn derived_signature(sig: &str, tag: &str) -> String {
+    let a = Sha256::digest(format!("{tag}/0/{sig}").as_bytes());
+    let b = Sha256::digest(format!("{tag}/1/{sig}").as_bytes());
+    b58(&[a.as_slice(), b.as_slice()].concat())
+}
+
 fn encoding_of(params: &Value, at: usize) -> Result<Option<String>, Value> {
     match params[at]["encoding"].as_str() {
         None => Ok(None),
@@ -925,7 +1086,52 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
             let raw = decode_tx(params)?;
             let sig = b58(&raw[1..65]);
             let slot = g.slot;
-            let landed = !g.hold;
+            let mut landed = !g.hold;
+            let parsed = message_keys(&raw);
+            if g.check_blockhashes {
+                let known = parsed
+                    .as_ref()
+                    .is_some_and(|(_, hash)| g.valid_blockhashes.iter().any(|h| *h == b58(hash)));
+                if !known {
+                    if params[1]["skipPreflight"] != json!(true) {
+                        return Err(json!({
+                            "code": -32002,
+                            "message": "Transaction simulation failed: Blockhash not found",
+                            "data": {"accounts": null, "err": "BlockhashNotFound", "logs": [],
+                                     "returnData": null, "unitsConsumed": 0},
+                        }));
+                    }
+                    // Taken, never executed: it expires unseen.
+                    landed = false;
+                }
+            }
+            let calls_magic = matches!(g.kind, Kind::Er { .. })
+                && parsed
+                    .as_ref()
+                    .is_some_and(|(keys, _)| keys.iter().any(|k| b58(k) == MAGIC_PROGRAM));
+            let mut logs = Vec::new();
+            if calls_magic && landed {
+                // As the ER does: the commit is scheduled by its own transaction (ScheduledCommitSent),
+                // whose logs name the base-layer transaction that carries the commit.
+                let scheduled = derived_signature(&sig, "scheduled-commit");
+                let commit = derived_signature(&sig, "base-commit");
+                logs.push(format!("Program {MAGIC_PROGRAM} invoke [1]"));
+                logs.push(format!("ScheduledCommitSent signature: {scheduled}"));
+                logs.push(format!("Program {MAGIC_PROGRAM} success"));
+                let made = made_up_transaction(&scheduled, &g.identity(), MAGIC_PROGRAM, &g.blockhash);
+                g.signatures.insert(
+                    scheduled.clone(),
+                    Landed {
+                        slot,
+                        tx_base64: base64::engine::general_purpose::STANDARD.encode(made),
+                        err: None,
+                        landed: true,
+                        logs: vec![format!("ScheduledCommitSent signature[0]: {commit}")],
+                    },
+                );
+                g.signature_landed(&scheduled);
+                g.commits.push((sig.clone(), scheduled, commit));
+            }
             g.signatures.insert(
                 sig.clone(),
                 Landed {
@@ -933,6 +1139,7 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
                     tx_base64: base64::engine::general_purpose::STANDARD.encode(&raw),
                     err: None,
                     landed,
+                    logs,
                 },
             );
             if landed {
@@ -972,14 +1179,37 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
         }
         "getTransaction" => {
             let sig = params[0].as_str().unwrap_or("");
+            let encoding = params[1]["encoding"].as_str().unwrap_or("json");
             Ok(match g.signatures.get(sig) {
-                Some(l) if l.landed => json!({
-                    "blockTime": 1_700_000_000,
-                    "meta": {"err": l.err, "fee": 5000, "logMessages": [], "postBalances": [], "preBalances": [],
-                             "status": {"Ok": null}},
-                    "slot": l.slot,
-                    "transaction": [l.tx_base64, "base64"],
-                }),
+                Some(l) if l.landed => {
+                    let raw = base64::engine::general_purpose::STANDARD
+                        .decode(&l.tx_base64)
+                        .unwrap_or_default();
+                    let transaction = match encoding {
+                        "base64" => json!([l.tx_base64, "base64"]),
+                        "base58" => json!([b58(&raw), "base58"]),
+                        "json" => tx_json(&raw).ok_or_else(|| invalid("the stored transaction does not parse"))?,
+                        other => {
+                            return Err(invalid(&format!(
+                                "Invalid param: encoding {other} is not supported by this fake"
+                            )))
+                        }
+                    };
+                    let version = match raw.get(1 + 64 * raw.first().copied().unwrap_or(0) as usize) {
+                        Some(b) if b & 0x80 != 0 => json!(b & 0x7f),
+                        _ => json!("legacy"),
+                    };
+                    json!({
+                        "blockTime": 1_700_000_000,
+                        "meta": {"err": l.err, "fee": 5000, "innerInstructions": [], "logMessages": l.logs,
+                                 "postBalances": [], "postTokenBalances": [], "preBalances": [],
+                                 "preTokenBalances": [], "rewards": [], "status": {"Ok": null},
+                                 "computeUnitsConsumed": 1000},
+                        "slot": l.slot,
+                        "transaction": transaction,
+                        "version": version,
+                    })
+                }
                 _ => Value::Null,
             })
         }

@@ -40,7 +40,8 @@ async function main() {
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "getBlockhashForAccounts", params: [[alice.toBase58()]] }),
     }).then((x) => x.json());
     if (!r.result) throw new Error("getBlockhashForAccounts: " + JSON.stringify(r));
-    ({ blockhash, lastValidBlockHeight } = r.result.value);
+    // MagicBlock's router answers the bare {blockhash, lastValidBlockHeight}.
+    ({ blockhash, lastValidBlockHeight } = r.result);
     ix = new TransactionInstruction({
       programId: program,
       keys: [{ pubkey: alice, isSigner: false, isWritable: true }],
