@@ -68,6 +68,11 @@ pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
             a.record_resubscribe_per_sec as u64,
             b.record_resubscribe_per_sec as u64,
         ),
+        (
+            "limits.solana_subscriptions_per_socket",
+            a.solana_subscriptions_per_socket as u64,
+            b.solana_subscriptions_per_socket as u64,
+        ),
     ] {
         differs(field, x.to_string(), y.to_string());
     }

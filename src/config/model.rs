@@ -144,6 +144,10 @@ pub struct Limits {
     /// Solana: delegation-record subscriptions a shard sends per second when its base-layer WebSocket comes
     /// back (accounts a request touches go first), so 200 000 tracked accounts are not one burst.
     pub record_resubscribe_per_sec: usize,
+    /// Solana: client subscriptions (topics: identical ones are shared) one upstream WebSocket carries; a side
+    /// opens another socket only when its sockets hold this many. Shared provider plans often allow 50-100
+    /// per connection: lower it there.
+    pub solana_subscriptions_per_socket: usize,
     /// Largest answer Prism builds for one request (a whole batch together); beyond it the request is
     /// answered with a -32003 "answer too large" error instead.
     pub max_answer_bytes: usize,
@@ -183,6 +187,7 @@ impl Default for Limits {
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,
             record_resubscribe_per_sec: 2_000,
+            solana_subscriptions_per_socket: 1_000,
             max_answer_bytes: 64 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             max_subscriptions_per_shard: 10_000,
