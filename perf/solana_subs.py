@@ -10,7 +10,8 @@ The base layer and the ER are fakes in this process (asyncio: HTTP JSON-RPC and 
 shapes real nodes send); Prism runs one shard. Needs the `websockets` and `solders` Python packages
 (scripts/deps/solana.sh installs both with solana-py).
 
-Usage: solana_subs.py PRISM_BIN [SESSIONS=1000] [PER_SESSION=5]
+Usage: solana_subs.py PRISM_BIN [SESSIONS=1000] [PER_SESSION=5] [PER_SOCKET]
+(PER_SOCKET sets limits.solana_subscriptions_per_socket; an older Prism without it takes none.)
 Issue 36: before, one upstream socket per session and side (2 001 sockets for 1 000 x 5); see
 docs/SOLANA_SUBSCRIPTIONS.md for the figures.
 """
@@ -61,6 +62,7 @@ class Node:
         self.conns = set()  # open WebSocket connections
         self.accepted = 0
         self.subs = {}  # subscription id -> (conn, pubkey)
+        self.by_key = {}  # pubkey -> subscription ids
         self.next_sub = 1
         self.http_port, self.ws_port = free_port(), free_port()
 
@@ -118,11 +120,12 @@ class Node:
                     sid = self.next_sub
                     self.next_sub += 1
                     self.subs[sid] = (conn, params[0])
+                    self.by_key.setdefault(params[0], set()).add(sid)
                     out = {"jsonrpc": "2.0", "id": req["id"], "result": sid}
                 elif method == "accountUnsubscribe":
                     ok = self.subs.get(params[0], (None,))[0] is conn
                     if ok:
-                        del self.subs[params[0]]
+                        self.drop_sub(params[0])
                     out = {"jsonrpc": "2.0", "id": req["id"], "result": ok}
                 else:
                     out = self.reply(req)
@@ -132,7 +135,11 @@ class Node:
         finally:
             self.conns.discard(conn)
             for sid in [s for s, (c, _) in self.subs.items() if c is conn]:
-                del self.subs[sid]
+                self.drop_sub(sid)
+
+    def drop_sub(self, sid):
+        _, key = self.subs.pop(sid)
+        self.by_key.get(key, set()).discard(sid)
 
     def subscribed(self, accounts):
         """Subscriptions open here to any of `accounts`."""
@@ -143,16 +150,24 @@ class Node:
         self.slot += 1
         self.accounts[account] = (lamports, owner, b"")
         note = {"context": {"slot": self.slot}, "value": account_json(lamports, owner)}
-        for sid, (conn, key) in list(self.subs.items()):
-            if key == account:
-                msg = {"jsonrpc": "2.0", "method": "accountNotification",
-                       "params": {"result": note, "subscription": sid}}
-                try:
-                    await conn.send(json.dumps(msg))
-                except Exception:
-                    pass
+        for sid in list(self.by_key.get(account, ())):
+            conn = self.subs[sid][0]
+            msg = {"jsonrpc": "2.0", "method": "accountNotification",
+                   "params": {"result": note, "subscription": sid}}
+            try:
+                await conn.send(json.dumps(msg))
+            except Exception:
+                pass
 
-    async def start(self):
+    async def tick(self, every):
+        """Makes a slot every `every` seconds, as a validator does (Prism marks a node whose slot stands still
+        as down)."""
+        while True:
+            await asyncio.sleep(every)
+            self.slot += 1
+
+    async def start(self, slot_time):
+        self.ticker = asyncio.ensure_future(self.tick(slot_time))
         self.http_server = await asyncio.start_server(self.http, "127.0.0.1", self.http_port)
         self.ws_server = await serve(self.ws, "127.0.0.1", self.ws_port, compression=None, max_size=None,
                                      ping_interval=None, max_queue=None)
@@ -195,11 +210,12 @@ class Session:
         self.reader.cancel()
 
 
-def prism_config(work, port, admin, base, er):
+def prism_config(work, port, admin, base, er, per_socket):
     cfg = os.path.join(work, "config.toml")
     with open(cfg, "w") as f:
         f.write(f'[server]\nlisten = "127.0.0.1:{port}"\nadmin_listen = "127.0.0.1:{admin}"\nshards = 1\n'
-                f'pin_cores = false\n\n[limits]\nmax_subscriptions_per_shard = 100000\n\n'
+                f'pin_cores = false\n\n[limits]\nmax_subscriptions_per_shard = 100000\n'
+                + (f'solana_subscriptions_per_socket = {per_socket}\n' if per_socket else '') + '\n' +
                 f'[[networks]]\nname = "solana"\nkind = "solana-magic"\ndelegation_program = "{PROGRAM}"\n\n'
                 f'  [[networks.providers]]\n  name = "base-1"\n  role = "base"\n'
                 f'  url = "http://127.0.0.1:{base.http_port}"\n  ws_url = "ws://127.0.0.1:{base.ws_port}"\n\n'
@@ -227,6 +243,7 @@ async def main():
     prism_bin = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     per = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    per_socket = int(sys.argv[4]) if len(sys.argv) > 4 else None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     base = Node("base", str(Pubkey.from_bytes(bytes([7] * 32))), 350_000_000)
@@ -242,13 +259,13 @@ async def main():
         base.accounts[delegated] = (1_000, PROGRAM, b"")
         base.accounts[record_pda(delegated)] = (1_000_000, PROGRAM, record_data(ER_IDENTITY, SYSTEM))
         er.accounts[delegated] = (2_000, SYSTEM, b"")
-    await base.start()
-    await er.start()
+    await base.start(0.4)
+    await er.start(0.05)
     work = tempfile.mkdtemp(prefix="solsubs.")
     port, admin = free_port(), free_port()
     exe = os.path.join(work, "rpc-proxy")
     shutil.copy(prism_bin, exe)
-    procs = [subprocess.Popen([exe, "serve", "--config", prism_config(work, port, admin, base, er)],
+    procs = [subprocess.Popen([exe, "serve", "--config", prism_config(work, port, admin, base, er, per_socket)],
                               stdout=open(os.path.join(work, "proxy.log"), "w"), stderr=subprocess.STDOUT)]
     try:
         await asyncio.get_running_loop().run_in_executor(None, wait_port, port)

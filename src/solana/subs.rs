@@ -295,8 +295,18 @@ async fn settle_held(sol: Weak<SolanaRoute>, topic: Rc<Topic>, key: Pubkey, slot
     }
 }
 
-/// Moves an account topic whenever the delegation table changes its mind about the account.
+/// Moves an account topic whenever the delegation table changes its mind about the account. While the
+/// account is in limbo (its record subscription lost) the record is read again before trusting it, at most
+/// once per wait, the wait doubling from 0.5 s to 30 s while the reads fail: the base link's own reconnect
+/// rereads every record, and a thousand followers must not read theirs in a loop.
 async fn follow(sol: Weak<SolanaRoute>, topic: Weak<Topic>, key: Pubkey) {
+    let side = |status: Status| match status {
+        Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
+        Status::Undelegated => Some(Dest::Base),
+        _ => None,
+    };
+    let mut wait = LIMBO_READ_FIRST;
+    let mut next_read = Instant::now();
     loop {
         let (Some(s), Some(t)) = (sol.upgrade(), topic.upgrade()) else {
             return;
@@ -305,36 +315,45 @@ async fn follow(sol: Weak<SolanaRoute>, topic: Weak<Topic>, key: Pubkey) {
             return;
         }
         let entry = s.watch(key);
-        let listener = entry.changed.listen();
         let dest = match entry.trusted() {
-            Some(_) => s
-                .subscription_side(key, Instant::now() + Duration::from_secs(5))
-                .await
-                .ok(),
-            // In limbo: read the record again before trusting it.
-            None if !entry.fetching.get() => {
+            Some(_) => {
+                wait = LIMBO_READ_FIRST;
+                s.subscription_side(key, Instant::now() + Duration::from_secs(5))
+                    .await
+                    .ok()
+            }
+            None if !entry.fetching.get() && Instant::now() >= next_read => {
                 let _ = s.refresh(&entry, Instant::now() + Duration::from_secs(5)).await;
-                match entry.status.get() {
-                    Status::Delegated { er: Some(k), .. } => Some(Dest::Er(k)),
-                    Status::Undelegated => Some(Dest::Base),
-                    _ => None,
-                }
+                next_read = Instant::now() + wait;
+                wait = (wait * 2).min(LIMBO_READ_MAX);
+                side(entry.status.get())
             }
             None => None,
         };
         if let Some(d) = dest {
             s.move_topic(&t, d);
         }
+        // Listening only now (the reads above notify the entry themselves): a change the table took while
+        // they ran is seen here, without I/O.
+        let listener = entry.changed.listen();
+        if entry.trusted().and_then(side).is_some_and(|d| d != t.dest.get()) {
+            continue;
+        }
+        let tick = if entry.trusted().is_some() {
+            Duration::from_secs(1)
+        } else {
+            next_read.saturating_duration_since(Instant::now())
+        };
         let sd = s.route.shutdown.clone();
         drop((s, t));
-        // Woken by status changes; a slow tick guards against a missed wake-up after a failed read.
-        futures_lite::future::or(
-            futures_lite::future::or(listener, sleep(Duration::from_secs(1))),
-            sd.triggered(),
-        )
-        .await;
+        // Woken by status changes; a slow tick guards against a missed wake-up.
+        futures_lite::future::or(futures_lite::future::or(listener, sleep(tick)), sd.triggered()).await;
     }
 }
+
+/// A follower's first wait between record reads while its account is in limbo, and the longest.
+const LIMBO_READ_FIRST: Duration = Duration::from_millis(500);
+const LIMBO_READ_MAX: Duration = Duration::from_secs(30);
 
 /// After a lost socket, once a signature topic is subscribed again: the signature is looked up on its side
 /// and, when it landed at the subscription's commitment, delivered (once: a node that notifies on the new

@@ -32,6 +32,23 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
             .collect();
         if candidates.is_empty() {
             tracing::warn!(network = %s.net.name, side = s.net.dest_name(link.dest), "no provider on this side has a ws_url; subscriptions there cannot be served");
+            // Refused at once (the topics end, and the socket with its last one), not left to time out.
+            let carried: Vec<Rc<Topic>> = s
+                .subs
+                .topics
+                .borrow()
+                .values()
+                .filter(|t| link.carries(t))
+                .cloned()
+                .collect();
+            for topic in carried {
+                s.settle(
+                    &topic,
+                    &link,
+                    None,
+                    "no provider of this side has a WebSocket endpoint (ws_url)",
+                );
+            }
             return;
         }
         // Providers routing would use now first (breaker closed, not stalled or behind).
