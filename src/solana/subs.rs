@@ -339,14 +339,15 @@ async fn follow(sol: Weak<SolanaRoute>, topic: Weak<Topic>, key: Pubkey) {
         if entry.trusted().and_then(side).is_some_and(|d| d != t.dest.get()) {
             continue;
         }
+        // Every change of the entry notifies it, and one taken since our reads was checked above: the tick is
+        // a backstop, not a poll (a thousand followers ticking every second would cost a shard ~1 % CPU).
         let tick = if entry.trusted().is_some() {
-            Duration::from_secs(1)
+            Duration::from_secs(30)
         } else {
             next_read.saturating_duration_since(Instant::now())
         };
         let sd = s.route.shutdown.clone();
         drop((s, t));
-        // Woken by status changes; a slow tick guards against a missed wake-up.
         futures_lite::future::or(futures_lite::future::or(listener, sleep(tick)), sd.triggered()).await;
     }
 }
