@@ -116,8 +116,29 @@ fn fake_serves_account_shapes_and_errors_like_a_node() {
     );
     assert_eq!(r["result"]["value"][0]["lamports"], 42);
     assert_eq!(r["result"]["value"][1], Value::Null);
-    let r = rpc(&base.url(), "getProgramAccounts", json!([pk("program")]));
-    assert_eq!(r["error"]["code"], -32601);
+    // What MagicBlock's ER validator asks of its base layer: program accounts by filter, base64+zstd data.
+    base.set_account(&pk("carol"), Account::new(7, &pk("program"), &[9; 48]));
+    base.set_account(&pk("dave"), Account::new(8, &pk("program"), &[9; 40]));
+    let r = rpc(
+        &base.url(),
+        "getProgramAccounts",
+        json!([pk("program"), {"encoding": "base64", "filters": [{"dataSize": 48}, {"memcmp": {"offset": 1, "bytes": b58(&[9, 9])}}]}]),
+    );
+    assert_eq!(r["result"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(r["result"][0]["pubkey"], json!(pk("carol")), "{r}");
+    let r = rpc(
+        &base.url(),
+        "getAccountInfo",
+        json!([pk("dave"), {"encoding": "base64+zstd"}]),
+    );
+    let zstd = &r["result"]["value"]["data"];
+    assert_eq!(zstd[1], "base64+zstd", "{r}");
+    use base64::Engine as _;
+    let frame = base64::engine::general_purpose::STANDARD
+        .decode(zstd[0].as_str().unwrap())
+        .unwrap();
+    assert_eq!(frame, zstd_raw(&[9; 40]));
+    assert_eq!(&frame[..4], &[0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
 
     let sent = rpc(
         &base.url(),

@@ -61,8 +61,30 @@ fn sides(m: &Magic) -> [(&'static str, &SolanaFake); 3] {
     [("base", &m.base), ("er1", &m.er1), ("er2", m.er2())]
 }
 
-/// Runs sdk.mjs (`only`: "web3" or "kit"), doing what it asks for; returns its step lines.
-fn run_sdk(m: &Magic, only: &str) -> Vec<Value> {
+/// What sdk.mjs is told: the router's URL, the keys, the ERs (`ers`: (identity, url) of ER 1 and ER 2) and
+/// which steps to run (`only`: "web3", "kit" or "real").
+fn setup(prism: std::net::SocketAddr, ers: [(String, String); 2], er_lamports: u64, only: &str) -> Value {
+    let accounts: serde_json::Map<String, Value> = ["alice", "bob", "carol", "dave"]
+        .iter()
+        .map(|n| (n.to_string(), json!(pk(n))))
+        .collect();
+    json!({
+        "url": format!("http://{prism}"),
+        "payer_secret": fixtures()["accounts"]["payer"]["secret"],
+        "accounts": accounts,
+        "program": pk("program"),
+        "ers": {
+            "er1": {"identity": ers[0].0, "url": ers[0].1},
+            "er2": {"identity": ers[1].0, "url": ers[1].1},
+        },
+        "lamports": {"base": ON_BASE, "er1": er_lamports},
+        "only": only,
+    })
+}
+
+/// Runs sdk.mjs with `setup`, doing what it asks for with `act`; returns its step lines.
+fn run_sdk(setup: &Value, act: impl Fn(&Value)) -> Vec<Value> {
+    let only = setup["only"].as_str().unwrap_or("");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("tests/solana/magicblock");
     assert!(
@@ -70,22 +92,6 @@ fn run_sdk(m: &Magic, only: &str) -> Vec<Value> {
             && dir.join("node_modules/@magicblock-labs/ephemeral-rollups-kit").exists(),
         "MagicBlock's SDKs are not installed: run scripts/deps/solana.sh (npm ci in tests/solana/magicblock)"
     );
-    let accounts: serde_json::Map<String, Value> = ["alice", "bob", "carol", "dave"]
-        .iter()
-        .map(|n| (n.to_string(), json!(pk(n))))
-        .collect();
-    let setup = json!({
-        "url": format!("http://{}", m.prism.addr()),
-        "payer_secret": fixtures()["accounts"]["payer"]["secret"],
-        "accounts": accounts,
-        "program": pk("program"),
-        "ers": {
-            "er1": {"identity": m.er1.identity(), "url": m.er1.url()},
-            "er2": {"identity": m.er2().identity(), "url": m.er2().url()},
-        },
-        "lamports": {"base": ON_BASE, "er1": ON_ER},
-        "only": only,
-    });
     let scratch = support::prism::Scratch::new();
     let setup_path = scratch.file("setup.json", &setup.to_string());
     let mut kid = Kid(Command::new("node")
@@ -126,7 +132,7 @@ fn run_sdk(m: &Magic, only: &str) -> Vec<Value> {
             continue;
         };
         if let Some(need) = v.get("need") {
-            act(m, need);
+            act(need);
             writeln!(stdin, "ok").expect("write to sdk.mjs");
         } else if v.get("step").is_some() {
             steps.push(v);
@@ -247,12 +253,18 @@ fn verify(m: &Magic, step: &Value) -> Result<(), String> {
 /// Runs one SDK flavour's steps; prints the table and fails listing every failed step.
 fn sdk_flavour(only: &str, expected_steps: usize) {
     let m = deployment();
-    let steps = run_sdk(&m, only);
+    let ers = [(m.er1.identity(), m.er1.url()), (m.er2().identity(), m.er2().url())];
+    let steps = run_sdk(&setup(m.prism.addr(), ers, ON_ER, only), |need| act(&m, need));
+    report(only, &steps, expected_steps, |s| verify(&m, s));
+}
+
+/// Prints the table of `steps` with `verify`'s verdicts; fails listing every failed step.
+fn report(only: &str, steps: &[Value], expected_steps: usize, verify: impl Fn(&Value) -> Result<(), String>) {
     let mut failed = Vec::new();
     let mut table = String::new();
-    for s in &steps {
+    for s in steps {
         let name = s["step"].as_str().unwrap_or("?");
-        let verdict = verify(&m, s);
+        let verdict = verify(s);
         table.push_str(&format!(
             "{:<48} {}\n",
             name,
@@ -282,4 +294,77 @@ fn the_web3js_sdk_works_unchanged_through_prism() {
 #[test]
 fn the_kit_sdk_works_unchanged_through_prism() {
     sdk_flavour("kit", 9);
+}
+
+// ---- MagicBlock's real ER validator --------------------------------------------------------------------
+
+/// The web3.js SDK through Prism in front of a base-layer fake and MagicBlock's real ER validator
+/// (`tests/support/real_er.rs`): the payer and bob are delegated to the ER on the base layer, the ER clones
+/// them, and a transfer between them is sent, executed and confirmed on the real ER through Prism.
+#[test]
+fn the_web3js_sdk_transacts_on_magicblocks_real_er_through_prism() {
+    use support::real_er::RealEr;
+    const CLONED: u64 = 5_000_000_000;
+    let base = SolanaFake::base();
+    let secret: Vec<u8> = fixtures()["accounts"]["er1_identity"]["secret"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap() as u8)
+        .collect();
+    for name in ["payer", "bob"] {
+        base.set_lamports(&pk(name), CLONED);
+        base.delegate(&pk(name), &pk("er1_identity"));
+    }
+    let er = RealEr::start(&base, &secret);
+    assert_eq!(er.identity, pk("er1_identity"));
+    let net = format!(
+        "[[networks]]\nname = \"solana\"\nkind = \"solana-magic\"\ndefault_er = \"er-1\"\nslot_stall_ms = 0\n\n\
+         [[networks.providers]]\nname = \"base-1\"\nrole = \"base\"\nurl = \"{}\"\nws_url = \"{}\"\n\n\
+         [[networks.providers]]\nname = \"er-1\"\nrole = \"ephemeral\"\nidentity = \"{}\"\nurl = \"{}\"\n\
+         ws_url = \"{}\"\npublic_url = \"{}\"\n",
+        base.url(),
+        base.ws_url(),
+        er.identity,
+        er.url(),
+        er.ws_url(),
+        er.url()
+    );
+    let prism = support::Prism::builder().listen_pair().extra_toml(&net).start();
+    let ers = [
+        (er.identity.clone(), er.url()),
+        (pk("er2_identity"), "http://127.0.0.1:9".into()),
+    ];
+    let steps = run_sdk(&setup(prism.addr(), ers, CLONED, "real"), |need| {
+        panic!("unexpected {need}")
+    });
+    report("web3 on the real ER", &steps, 6, |s| {
+        if s["ok"] != json!(true) {
+            return Err(s["error"].as_str().unwrap_or("failed").to_string());
+        }
+        if let Some(sig) = s["signature"].as_str() {
+            if base.sends_of(sig) != 0 {
+                return Err("the transaction reached the base layer".into());
+            }
+            let st = er.call("getSignatureStatuses", json!([[sig]]));
+            if !st["result"]["value"][0].is_object() {
+                return Err(format!("the ER does not know the transaction: {st}"));
+            }
+        }
+        if let Some(bh) = s["blockhash"].as_str() {
+            let v = er.call("isBlockhashValid", json!([bh, {"commitment": "confirmed"}]));
+            if v["result"]["value"] != json!(true) || base.blockhash_valid(bh) {
+                return Err(format!("blockhash {bh} is not the ER's: {v}"));
+            }
+        }
+        if let Some(h) = s["lastValidBlockHeight"].as_u64() {
+            let er_height = er.call("getBlockHeight", json!([]))["result"].as_u64().unwrap_or(0);
+            if h <= er_height || h >= base.block_height() {
+                return Err(format!(
+                    "lastValidBlockHeight {h} is not on the ER's chain (at {er_height})"
+                ));
+            }
+        }
+        Ok(())
+    });
 }

@@ -18,3 +18,28 @@ fi
 if [ ! -d tests/solana/magicblock/node_modules/@magicblock-labs/ephemeral-rollups-kit ]; then
   (cd tests/solana/magicblock && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+# MagicBlock's ER validator (the npm package above, for tests/solana_real_er.rs) is built against glibc 2.39
+# and GCC 13's libstdc++; Debian 12 has glibc 2.36. Debian 13's libc6, libstdc++6 and libgcc-s1 are
+# downloaded (apt's own client, a private source list and cache: nothing is installed) and unpacked beside
+# it; tests/support/real_er.rs starts the validator through their loader, with nofile.so preloaded (see
+# tests/solana/magicblock/nofile.c: the validator insists on 1 000 000 open files).
+ER_RT=tests/solana/magicblock/er-runtime
+if [ -d tests/solana/magicblock/node_modules/@magicblock-labs/ephemeral-validator-linux-x64 ] \
+  && { [ ! -x "$ER_RT/lib/ld-linux-x86-64.so.2" ] || [ ! -f "$ER_RT/nofile.so" ]; }; then
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/debs" "$tmp/root"
+  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    > "$tmp/parts/trixie.sources"
+  apt_opts=(-qq -o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$tmp/parts"
+    -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" update >/dev/null
+  # Pinned: the versions the test was written against; the archive's current ones if those are gone.
+  (cd "$tmp/debs" && { apt-get "${apt_opts[@]}" download libc6=2.41-12+deb13u5 libstdc++6=14.2.0-19 \
+      libgcc-s1=14.2.0-19 2>/dev/null || apt-get "${apt_opts[@]}" download libc6 libstdc++6 libgcc-s1; })
+  for deb in "$tmp"/debs/*.deb; do dpkg-deb -x "$deb" "$tmp/root"; done
+  rm -rf "$ER_RT" && mkdir -p "$ER_RT"
+  cp -a "$tmp/root/usr/lib/x86_64-linux-gnu" "$ER_RT/lib"
+  cc -shared -fPIC -O2 -o "$ER_RT/nofile.so" tests/solana/magicblock/nofile.c -ldl
+  rm -rf "$tmp"
+  test -x "$ER_RT/lib/ld-linux-x86-64.so.2"
+fi

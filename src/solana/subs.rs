@@ -173,12 +173,24 @@ impl SolanaRoute {
                 .and_then(|v| object_field(v, "owner"))
                 .and_then(plain_str)
                 == Some(program.as_str());
+        let mut flood = Vec::new();
         if let Some(held) = topic.held.borrow_mut().as_mut() {
             held.push(Held {
                 method: method.to_vec(),
                 result: result.to_vec(),
                 owned,
             });
+            // Bounded: a flood while the verdict is out is relayed as it came rather than kept.
+            if held.len() >= MAX_HELD {
+                flood = std::mem::take(held);
+            } else {
+                return;
+            }
+        }
+        if !flood.is_empty() {
+            for h in flood {
+                self.relay(topic, &h.method, &h.result);
+            }
             return;
         }
         if let Some(key) = topic.account.filter(|_| owned && topic.follows) {
@@ -275,6 +287,9 @@ impl SolanaRoute {
         }
     }
 }
+
+/// Notifications one topic holds while a verdict is out (`settle_held`), at most.
+const MAX_HELD: usize = 1024;
 
 /// Tells whether the held notifications of `topic` (from `slot` on) are the account's state, then relays
 /// those that are, in order, and drops the base layer's copies of a delegated account.

@@ -10,6 +10,7 @@
 //! - [`replay`]: `ReplayNode`, a node that answers from the recorded conformance corpus.
 //! - [`solana_fake`]: `SolanaFake`, a Solana base layer / ephemeral rollup (HTTP + WebSocket on port + 1), the
 //!   Solana fixtures, the `Magic` deployment (base, ERs, Prism) and a Solana WebSocket client.
+//! - [`real_er`]: `RealEr`, MagicBlock's own ER validator on loopback with a base-layer fake as its remote.
 //! - [`relay`]: a real EVM dev node (ganache, once per test binary) and fault-injecting relays in front of it
 //!   that count every write they forward.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
@@ -21,6 +22,7 @@ pub mod http;
 pub mod json;
 pub mod logs_fake;
 pub mod prism;
+pub mod real_er;
 pub mod relay;
 pub mod replay;
 pub mod solana_fake;

@@ -7,15 +7,18 @@
 //! every call received (method + params + transport) so tests can assert which side served what.
 //!
 //! HTTP methods (the shapes real nodes send, `{"context":{"apiVersion":"2.2.0","slot":N},"value":...}` where
-//! they wrap): getAccountInfo (encodings base64, base58, binary default; base64+zstd and jsonParsed refused
-//! with -32602), getBalance, getMultipleAccounts, getTokenAccountBalance (-32602 "Invalid param: not a Token
-//! account" unless owner = token program and data ≥ 165 bytes), sendTransaction, simulateTransaction,
-//! getSignatureStatuses, getTransaction, getLatestBlockhash, isBlockhashValid, getBlockHeight, getEpochInfo,
-//! getSlot, getVersion, getHealth, getIdentity, getGenesisHash; anything else → -32601.
+//! they wrap): getAccountInfo (encodings base64, base58, base64+zstd (one raw zstd block), binary default;
+//! jsonParsed refused with -32602), getBalance, getMultipleAccounts, getProgramAccounts (filters dataSize and
+//! memcmp, withContext), getTokenAccountBalance (-32602 "Invalid param: not a Token account" unless owner =
+//! token program and data ≥ 165 bytes), sendTransaction, simulateTransaction, getSignatureStatuses,
+//! getTransaction, getLatestBlockhash, isBlockhashValid, getBlockHeight, getEpochInfo, getSlot, getVersion,
+//! getHealth, getIdentity, getGenesisHash, getMinimumBalanceForRentExemption; anything else → -32601.
+//! Enough for MagicBlock's real ER validator to run against a base fake (`tests/support/real_er.rs`).
 //! [`SolanaFake::fail_method`] makes one method answer a fixed error; [`SolanaFake::set_http_status`] makes
 //! every HTTP request fail.
 //!
 //! WebSocket: accountSubscribe / accountUnsubscribe (accountNotification on every change of the account),
+//! programSubscribe / programUnsubscribe (programNotification on every change of an account it owns),
 //! slotSubscribe / slotUnsubscribe (slotNotification on every slot), signatureSubscribe / signatureUnsubscribe
 //! (one signatureNotification when the signature lands, then the subscription ends, as real nodes do).
 //! Subscription ids are numbers. Other calls over the socket are answered like HTTP ones.
@@ -157,6 +160,10 @@ impl Account {
     pub fn to_json(&self, encoding: Option<&str>) -> Value {
         let data = match encoding {
             Some("base64") => json!([base64::engine::general_purpose::STANDARD.encode(&self.data), "base64"]),
+            Some("base64+zstd") => json!([
+                base64::engine::general_purpose::STANDARD.encode(zstd_raw(&self.data)),
+                "base64+zstd"
+            ]),
             Some("base58") => json!([b58(&self.data), "base58"]),
             _ => json!(b58(&self.data)),
         };
@@ -197,6 +204,10 @@ pub enum SubKind {
     Slot,
     Signature {
         signature: String,
+    },
+    Program {
+        program: String,
+        encoding: Option<String>,
     },
 }
 
@@ -287,11 +298,35 @@ impl State {
         }
     }
 
+    /// programNotification to every subscriber of the program owning `pubkey` (its state now).
+    fn program_changed(&self, pubkey: &str) {
+        let Some(account) = self.accounts.get(pubkey) else {
+            return;
+        };
+        let targets: Vec<(u64, Option<String>)> = self
+            .subs
+            .iter()
+            .filter_map(|(id, s)| match &s.kind {
+                SubKind::Program { program, encoding } if *program == account.owner => Some((*id, encoding.clone())),
+                _ => None,
+            })
+            .collect();
+        for (id, enc) in targets {
+            let value = json!({"pubkey": pubkey, "account": account.to_json(Some(enc.as_deref().unwrap_or("base64")))});
+            self.notify_sub(
+                id,
+                "programNotification",
+                json!({"context": {"slot": self.slot}, "value": value}),
+            );
+        }
+    }
+
     /// accountNotification to every subscriber of `pubkey` with its current value (null when absent).
     fn account_changed(&self, pubkey: &str) {
         if !self.notify_accounts {
             return;
         }
+        self.program_changed(pubkey);
         let targets: Vec<(u64, Option<String>)> = self
             .subs
             .iter()
@@ -1023,10 +1058,41 @@ fn derived_signature(sig: &str, tag: &str) -> String {
     b58(&[a.as_slice(), b.as_slice()].concat())
 }
 
+/// A zstd frame holding `data` in one raw (uncompressed) block: what a node's "base64+zstd" decodes to.
+pub fn zstd_raw(data: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0xa0]; // magic; single segment, 4-byte content size
+    f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    let header = 1 | (data.len() as u32) << 3; // last block, raw
+    f.extend_from_slice(&header.to_le_bytes()[..3]);
+    f.extend_from_slice(data);
+    f
+}
+
+/// Whether `account` passes getProgramAccounts' `filters` (dataSize, memcmp with base58 or base64 bytes).
+fn passes(account: &Account, filters: &Value) -> bool {
+    filters.as_array().is_none_or(|fs| {
+        fs.iter().all(|f| {
+            if let Some(n) = f["dataSize"].as_u64() {
+                return account.data.len() as u64 == n;
+            }
+            let m = &f["memcmp"];
+            let at = m["offset"].as_u64().unwrap_or(0) as usize;
+            let text = m["bytes"].as_str().unwrap_or("");
+            let want = match m["encoding"].as_str() {
+                Some("base64") => base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .unwrap_or_default(),
+                _ => bs58::decode(text).into_vec().unwrap_or_default(),
+            };
+            account.data.get(at..at + want.len()) == Some(&want[..])
+        })
+    })
+}
+
 fn encoding_of(params: &Value, at: usize) -> Result<Option<String>, Value> {
     match params[at]["encoding"].as_str() {
         None => Ok(None),
-        Some(e @ ("base64" | "base58" | "binary")) => Ok(Some(e.to_string())),
+        Some(e @ ("base64" | "base58" | "binary" | "base64+zstd")) => Ok(Some(e.to_string())),
         Some(e) => Err(invalid(&format!(
             "Invalid param: encoding {e} is not supported by this fake"
         ))),
@@ -1064,6 +1130,25 @@ fn answer_call(g: &mut State, method: &str, params: &Value) -> Result<Value, Val
                 out.push(g.accounts.get(pk).map_or(Value::Null, |a| a.to_json(enc.as_deref())));
             }
             Ok(g.wrap(Value::Array(out)))
+        }
+        "getProgramAccounts" => {
+            let program = params[0].as_str().ok_or_else(|| invalid("Invalid params: program"))?;
+            pubkey_checked(program)?;
+            let enc = encoding_of(params, 1)?;
+            let found: Vec<Value> = g
+                .accounts
+                .iter()
+                .filter(|(_, a)| a.owner == program && passes(a, &params[1]["filters"]))
+                .map(|(k, a)| json!({"pubkey": k, "account": a.to_json(enc.as_deref())}))
+                .collect();
+            Ok(match params[1]["withContext"].as_bool() {
+                Some(true) => g.wrap(Value::Array(found)),
+                _ => Value::Array(found),
+            })
+        }
+        "getMinimumBalanceForRentExemption" => {
+            let len = params[0].as_u64().unwrap_or(0);
+            Ok(json!((128 + len) * 3480 * 2))
         }
         "getTokenAccountBalance" => {
             let pk = params[0].as_str().ok_or_else(|| invalid("Invalid params: pubkey"))?;
@@ -1502,6 +1587,16 @@ fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
                         _ => Err(invalid("Invalid Request: Invalid pubkey provided")),
                     },
                     "slotSubscribe" => Ok(subscribe(&mut g, SubKind::Slot)),
+                    "programSubscribe" => match params[0].as_str().map(|p| (p, pubkey_checked(p))) {
+                        Some((program, Ok(()))) => Ok(subscribe(
+                            &mut g,
+                            SubKind::Program {
+                                program: program.to_string(),
+                                encoding: params[1]["encoding"].as_str().map(str::to_string),
+                            },
+                        )),
+                        _ => Err(invalid("Invalid Request: Invalid pubkey provided")),
+                    },
                     "signatureSubscribe" => match params[0].as_str() {
                         Some(sig) => {
                             let sid = subscribe(
@@ -1517,7 +1612,7 @@ fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
                         }
                         None => Err(invalid("Invalid Request: signature")),
                     },
-                    "accountUnsubscribe" | "slotUnsubscribe" | "signatureUnsubscribe" => {
+                    "accountUnsubscribe" | "slotUnsubscribe" | "signatureUnsubscribe" | "programUnsubscribe" => {
                         let sid = sub_id(&params);
                         let mine = g.subs.get(&sid).is_some_and(|s| s.conn == conn);
                         if mine {

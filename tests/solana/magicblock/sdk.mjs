@@ -329,8 +329,54 @@ async function kitSteps() {
   });
 }
 
+/// The web3.js SDK against MagicBlock's real ER validator behind the router: the payer and bob are delegated
+/// to it on the base layer, so a transfer between them runs on the ER.
+async function realErSteps() {
+  const conn = new ConnectionMagicRouter(url, { commitment: "confirmed" });
+  const bob = key("bob");
+  const transfer = (lamports) =>
+    legacy(SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: bob, lamports }));
+  let sent;
+  await step("real.getDelegationStatus", async () => {
+    const v = await conn.getDelegationStatus(payer.publicKey);
+    check(v?.isDelegated === true && v.delegationRecord?.authority === er.er1.identity, JSON.stringify(v));
+    return {};
+  });
+  await step("real.getLatestBlockhashForTransaction", async () => {
+    const v = await conn.getLatestBlockhashForTransaction(transfer(1));
+    check(typeof v?.blockhash === "string" && Number.isSafeInteger(v.lastValidBlockHeight), JSON.stringify(v));
+    return { side: "er1", blockhash: v.blockhash, lastValidBlockHeight: v.lastValidBlockHeight };
+  });
+  await step("real.sendAndConfirmTransaction", async () => {
+    const tx = transfer(4242);
+    const signature = await conn.sendAndConfirmTransaction(tx, [payer], { commitment: "confirmed" });
+    sent = { signature, blockhash: tx.recentBlockhash };
+    return { side: "er1", ...sent };
+  });
+  await step("real.isBlockhashValid", async () => {
+    check(sent, "nothing was sent");
+    const v = await conn.isBlockhashValid(sent.blockhash, { commitment: "confirmed" });
+    check(v.value === true, JSON.stringify(v));
+    return { side: "er1", blockhash: sent.blockhash };
+  });
+  await step("real.getTransaction", async () => {
+    check(sent, "nothing was sent");
+    const t = await conn.getTransaction(sent.signature, { maxSupportedTransactionVersion: 0, commitment: "confirmed" });
+    check(t?.meta && t.meta.err === null, JSON.stringify(t?.meta));
+    const st = await conn.getSignatureStatus(sent.signature);
+    check(st.value && st.value.err === null, JSON.stringify(st));
+    return { side: "er1", signature: sent.signature };
+  });
+  await step("real.getAccountInfo", async () => {
+    const a = await conn.getAccountInfo(bob, "confirmed");
+    check(a?.lamports === setup.lamports.er1 + 4242, `bob has ${a?.lamports}, expected ${setup.lamports.er1 + 4242}`);
+    return {};
+  });
+}
+
 const only = setup.only;
 if (!only || only === "web3") await web3Steps();
 if (!only || only === "kit") await kitSteps();
+if (only === "real") await realErSteps();
 emit({ done: true });
 process.exit(0);
