@@ -137,7 +137,8 @@ fn malformed_answers_exclude_the_provider_and_never_stop_prism() {
     assert_no_secret_logged(&prism);
     // The failures are counted where operators look: the hostile provider may meet client
     // reads first or be excluded by its health probes alone (counted apart), so both count.
-    let attempts = prism.metric(r#"prism_upstream_attempts_total{network="n0",provider="p1",region="",result="failed"}"#);
+    let attempts =
+        prism.metric(r#"prism_upstream_attempts_total{network="n0",provider="p1",region="",result="failed"}"#);
     let probes = prism.metric(r#"prism_upstream_probes_total{network="n0",provider="p1",region="",result="failed"}"#);
     assert!(
         attempts + probes >= 1.0,

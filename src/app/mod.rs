@@ -541,6 +541,7 @@ fn build_gen(
             operators: operators(&config.networks[index]),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
+            round_robin: Cell::new(0),
             cache: match before {
                 Some(b) => b.cache.clone(),
                 None => config
@@ -588,7 +589,7 @@ fn build_gen(
         // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
         let magic = solana[index]
             .as_ref()
-            .map(|net| SolanaRoute::new(route.clone(), net.clone(), config.limits.record_resubscribe_per_sec));
+            .map(|net| SolanaRoute::new(route.clone(), net.clone(), &config.limits));
         networks.push(Network::new(route, magic));
     }
     Gen {

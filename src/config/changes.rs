@@ -26,6 +26,7 @@ const RESTART_LIMITS: &[&str] = &[
     "limits.upstream_max_connections",
     "limits.max_response_bytes",
     "limits.record_resubscribe_per_sec",
+    "limits.solana_subscriptions_per_socket",
 ];
 
 /// What an EVM network's shared state was sized with.
@@ -37,6 +38,7 @@ const RESTART_NETWORK_FIELDS: &[&str] = &[
     "head_slack_blocks",
     "max_slot_drift",
     "slot_stall_ms",
+    "slot_stall_slots",
 ];
 
 /// The fields of `new` that differ from `running` and cannot change without a restart, each by its own

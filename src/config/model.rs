@@ -155,6 +155,10 @@ pub struct Limits {
     /// Solana: delegation-record subscriptions a shard sends per second when its base-layer WebSocket comes
     /// back (accounts a request touches go first), so 200 000 tracked accounts are not one burst.
     pub record_resubscribe_per_sec: usize,
+    /// Solana: client subscriptions (topics: identical ones are shared) one upstream WebSocket carries; a side
+    /// opens another socket only when its sockets hold this many. Shared provider plans often allow 50-100
+    /// per connection: lower it there.
+    pub solana_subscriptions_per_socket: usize,
     /// Largest answer Prism builds for one request (a whole batch together); beyond it the request is
     /// answered with a -32003 "answer too large" error instead.
     pub max_answer_bytes: usize,
@@ -194,6 +198,7 @@ impl Default for Limits {
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,
             record_resubscribe_per_sec: 2_000,
+            solana_subscriptions_per_socket: 1_000,
             max_answer_bytes: 64 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             max_subscriptions_per_shard: 10_000,
@@ -357,10 +362,17 @@ pub struct Network {
     /// out until it catches up.
     #[serde(default = "default_max_slot_drift")]
     pub max_slot_drift: u64,
-    /// Solana magic router: a provider whose slot has not advanced for this long is down (an ER's `getHealth`
-    /// says "ok" whatever its state); 0 turns the check off.
+    /// Solana magic router: a provider whose slot has stood still for `slot_stall_slots` of its own slot
+    /// times (its cadence, learned from its probes) is down (an ER's `getHealth` says "ok" whatever its
+    /// state). This is the ceiling of that wait, and the whole wait while the cadence is unknown or
+    /// `slot_stall_slots` is 0; 0 turns the check off.
     #[serde(default = "default_slot_stall_ms")]
     pub slot_stall_ms: u64,
+    /// Solana magic router: how many of its own slot times a provider's slot may stand still before it is
+    /// down (about 1 s for a 50 ms ER, 8 s for a 400 ms base layer; never under 500 ms nor over
+    /// `slot_stall_ms`); 0 = `slot_stall_ms` alone.
+    #[serde(default = "default_slot_stall_slots")]
+    pub slot_stall_slots: u64,
     /// Methods this network's providers serve that Prism's table does not know. Unknown methods are sent
     /// once (they may change state); declared reads are retried and joined, declared writes sent once.
     #[serde(default)]
@@ -616,6 +628,9 @@ fn default_max_slot_drift() -> u64 {
 }
 fn default_slot_stall_ms() -> u64 {
     10_000
+}
+fn default_slot_stall_slots() -> u64 {
+    20
 }
 fn default_weight() -> f64 {
     1.0

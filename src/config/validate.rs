@@ -72,6 +72,10 @@ impl Config {
             ("limits.ws_max_queue", l.ws_max_queue as u64),
             ("limits.upstream_max_connections", l.upstream_max_connections as u64),
             ("limits.record_resubscribe_per_sec", l.record_resubscribe_per_sec as u64),
+            (
+                "limits.solana_subscriptions_per_socket",
+                l.solana_subscriptions_per_socket as u64,
+            ),
             ("limits.max_answer_bytes", l.max_answer_bytes as u64),
             (
                 "limits.max_subscriptions_per_connection",

@@ -245,7 +245,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     &route.live.health.load(),
                     &self.ask,
                     now,
-                    route.next_rotation(),
+                    route.next_rotation_for(self.caller.strategy),
                     dice,
                 )
             };
@@ -672,6 +672,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                         if let (Class::DataUnavailable, Some(b)) = (class, self.ask.at_block) {
                             route.live.learn_floor(p, b);
                         }
+                        // Solana's "Node is behind by N slots": the provider told its slot (`core::slots`).
+                        if class == Class::DataUnavailable && route.solana {
+                            route.note_behind(p, &body[value.clone()], self.ex.now_ms());
+                        }
                         Verdict::Reroute {
                             answer: CallOutcome::Answer {
                                 body,
@@ -936,14 +940,18 @@ impl Verdict {
                     is_error: false,
                 };
                 match slot {
-                    Some(s) if s < a.mark => Verdict::Lagging {
-                        answer: CallOutcome::Answer {
-                            body,
-                            value,
-                            is_error: false,
-                            how: How::from(i),
-                        },
-                    },
+                    // Lagging for this caller; still the provider's slot now (it moves `slot_now`).
+                    Some(s) if s < a.mark => {
+                        a.route.live.observe_answer_slot(i, s, a.ex.now_ms());
+                        Verdict::Lagging {
+                            answer: CallOutcome::Answer {
+                                body,
+                                value,
+                                is_error: false,
+                                how: How::from(i),
+                            },
+                        }
+                    }
                     Some(s) => {
                         if a.route.live.observe_answer_slot(i, s, a.ex.now_ms()) {
                             a.head.set(Some(s));

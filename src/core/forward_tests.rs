@@ -163,6 +163,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         operators: (0..n as u16).collect(),
         recorder: Rc::new(Recorder::new(&[n], to_aggregator, Arc::new(ShardMetrics::new(&[n], 1)))),
         rotation: Cell::new(0),
+        round_robin: Cell::new(0),
         cache: None,
         cache_depth: 64,
         inflight: None,

@@ -186,8 +186,13 @@ pub struct NetworkRoute {
     pub hedge_budget: super::hedge::HedgeBudget,
     pub operators: Vec<u16>,
     pub recorder: Rc<Recorder>,
-    /// Rotation counter for ties and round robin.
+    /// Rotation counter for ties (and for round robin, `round_robin`).
     pub rotation: Cell<usize>,
+    /// Round robin's own rotation, advanced only by round-robin callers' attempts. With one counter, every
+    /// other choice in between (Prism's own calls: a Solana delegation record read before each new account's
+    /// read; other strategies' ties) moved the sequence a round-robin key saw, and a key whose every read
+    /// was preceded by one such call got the same provider every time.
+    pub round_robin: Cell<usize>,
     /// This shard's deterministic-result cache for the network (`None` when disabled).
     pub cache: Option<Rc<ResultCache>>,
     pub cache_depth: u64,
@@ -290,6 +295,27 @@ impl NetworkRoute {
     pub fn next_rotation(&self) -> usize {
         let r = self.rotation.get();
         self.rotation.set(r.wrapping_add(1));
+        r
+    }
+
+    /// Provider `i` answered `error`: when it is "Node is behind by N slots", it leaves rotation
+    /// (`NetworkLive::told_behind`, `core::slots`), said once in the log.
+    pub fn note_behind(&self, i: ProviderId, error: &[u8], now_ms: u64) {
+        if let Some(told) = self.live.told_behind(i, error, now_ms) {
+            if told.newly {
+                tracing::warn!(network = %self.name, provider = %self.upstreams[i].name, behind = told.behind,
+                    "provider says it is behind; excluded until its next probe says otherwise");
+            }
+        }
+    }
+
+    /// The next rotation for a call with `strategy` (see `round_robin`).
+    pub fn next_rotation_for(&self, strategy: crate::config::Strategy) -> usize {
+        if strategy != crate::config::Strategy::RoundRobin {
+            return self.next_rotation();
+        }
+        let r = self.round_robin.get();
+        self.round_robin.set(r.wrapping_add(1));
         r
     }
 }

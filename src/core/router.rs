@@ -119,9 +119,13 @@ pub fn choose(
     // The client's high-water mark: keep providers at or above it; if none is, keep the deepest.
     if ask.min_head > 0 || ask.prefer_deeper {
         // Each head is read once: probes may lower one at any moment, and the deepest must stay a candidate.
+        // A Solana provider's slot is where its cadence has taken it since it was last seen (`slot_now`): a
+        // mark raised by the freshest answer against slots up to a probe interval old left every provider
+        // but the last one to answer out, and a round-robin key's reads all went to it. An answer still
+        // below the mark is lagging and asked elsewhere (`forward`), so no caller's slot goes back.
         let mut heads = [0u64; 64];
         for (k, &i) in cand[..m].iter().enumerate() {
-            heads[k] = live.providers()[i].head.load(Ordering::Relaxed);
+            heads[k] = live.slot_now(i, now_ms);
         }
         let deepest = heads[..m].iter().copied().max().unwrap_or(0);
         let floor = if ask.prefer_deeper {

@@ -215,8 +215,11 @@ pub struct ProviderLive {
     /// More than `max_drift_blocks` behind the pool's best head (Solana: `max_slot_drift` behind the best
     /// base-layer provider).
     pub drifted: AtomicBool,
-    /// Solana: its slot has not advanced for `slot_stall_ms` (see `core::slots`).
+    /// Solana: its slot has stood still for `slot_stall_slots` of its slot times, or `slot_stall_ms`
+    /// (see `core::slots`).
     pub stalled: AtomicBool,
+    /// Solana: its cadence and when its newest slot was made, as its probes show them (`core::slots`).
+    pub clock: super::sides::SlotClock,
     /// Solana: the slot its last probe answered, and when: what bounds the slots its answers may claim.
     pub probed_slot: AtomicU64,
     pub probed_at_ms: AtomicU64,
@@ -258,6 +261,7 @@ impl ProviderLive {
             claimed_at_ms: AtomicU64::new(0),
             drifted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            clock: Default::default(),
             probed_slot: AtomicU64::new(0),
             probed_at_ms: AtomicU64::new(0),
             parked_until_ms: AtomicU64::new(0),

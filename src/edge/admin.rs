@@ -463,6 +463,7 @@ impl AdminView {
         let health = live.health.load();
         let best = live.best_head.load(Ordering::Relaxed);
         let mut slots = Vec::new();
+        let solana = net.kind == NetworkKind::SolanaMagic;
         let mut providers: Vec<ProviderStatus> = net
             .providers
             .iter()
@@ -522,6 +523,8 @@ impl AdminView {
                         reason: c.reason,
                         since_unix_ms: c.since_unix_ms,
                     }),
+                    slot_ms: solana.then(|| round(pl.clock.per_slot_us() as f64 / 1000.0, 1)),
+                    stall_after_ms: solana.then(|| live.stall_after_ms(i)),
                     ..Default::default()
                 }
             })

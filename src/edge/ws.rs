@@ -140,6 +140,10 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                             break;
                         }
                     }
+                    // Solana notifications that came before their subscription's answer follow it now.
+                    if let Some(session) = &solana {
+                        session.answered();
+                    }
                 }
                 Message::Binary(bytes) => {
                     let reply = handle_text(shard, network, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
@@ -148,6 +152,9 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
+                    }
+                    if let Some(session) = &solana {
+                        session.answered();
                     }
                 }
                 Message::Ping(p) => {

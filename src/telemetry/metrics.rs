@@ -103,7 +103,7 @@ pub struct ShardMetrics {
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
     ws: [std::sync::atomic::AtomicI64; 10],
     /// Solana magic router, see [`SolanaMetric`].
-    solana: [std::sync::atomic::AtomicI64; 5],
+    solana: [std::sync::atomic::AtomicI64; 8],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
     settled: [AtomicU64; 7],
     /// Hedged reads: sent, and won (the hedge answered first).
@@ -160,6 +160,13 @@ pub enum SolanaMetric {
     LinkDrops = 3,
     /// Answers that came from the wrong side and were asked again of the ER.
     Rerouted = 4,
+    /// Upstream WebSockets carrying client subscriptions (gauge).
+    UpstreamSockets = 5,
+    /// Upstream subscriptions held for clients, identical client subscriptions counted once (gauge).
+    Topics = 6,
+    /// Notifications delivered after a lost socket came back: a change (or a landed signature) missed in
+    /// the gap, read over HTTP.
+    CaughtUp = 7,
 }
 
 /// Ways a call was answered without its own upstream request.
@@ -698,6 +705,21 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         (
             "prism_solana_rerouted_total",
             "Answers served from the wrong side and asked again of the ephemeral rollup.",
+            "counter",
+        ),
+        (
+            "prism_solana_subscription_sockets",
+            "Upstream WebSockets carrying client subscriptions (shared by every client of a shard).",
+            "gauge",
+        ),
+        (
+            "prism_solana_subscription_topics",
+            "Upstream subscriptions held for clients (identical client subscriptions share one).",
+            "gauge",
+        ),
+        (
+            "prism_solana_caught_up_total",
+            "Notifications delivered after a lost subscription socket came back (a change missed in the gap).",
             "counter",
         ),
     ]

@@ -97,6 +97,13 @@ pub struct ProviderStatus {
     /// Taken out of routing by an operator, and why.
     #[serde(default)]
     pub cordon: Option<CordonStatus>,
+    /// Solana: its cadence as its probes show it (ms per slot, 0 = not known yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_ms: Option<f64>,
+    /// Solana: how long its slot may stand still before it is `stalled` (0 = the check is off; see
+    /// `core::slots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -132,6 +132,21 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
             is_error: false,
             ..
         } => Ok(body[value].to_vec()),
+        // Solana: a node's `getHealth` says "Node is behind by N slots" while it is: it is taken at its word
+        // (`core::slots`), with or without client traffic to hear it from.
+        Judged::Answer {
+            body,
+            value,
+            is_error: true,
+            class: Class::DataUnavailable,
+            ..
+        } if route.solana => {
+            route.note_behind(i, &body[value], now_ms());
+            Err(Miss {
+                class: Class::DataUnavailable,
+                reason,
+            })
+        }
         // Prism's own call, without params: an error no rule knows is the provider's.
         Judged::Answer {
             class: Class::Unknown, ..
@@ -169,7 +184,9 @@ async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
                 tracing::warn!(network = %route.name, provider = %who, slot, "base-layer provider caught up; back in the pool")
             }
             SlotChange::Stalled(true) => {
-                tracing::warn!(network = %route.name, provider = %who, slot, "slot stopped advancing for slot_stall_ms; excluded")
+                let stood_ms = route.live.stall_after_ms(p);
+                let slot_ms = route.live.providers()[p].clock.per_slot_us() as f64 / 1000.0;
+                tracing::warn!(network = %route.name, provider = %who, slot, stood_ms, slot_ms, "slot stopped advancing; excluded")
             }
             SlotChange::Stalled(false) => {
                 tracing::warn!(network = %route.name, provider = %who, slot, "slot advancing again; back in the pool")
