@@ -12,6 +12,7 @@ use std::time::Duration;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use prism::config::{BreakerPolicy, Config, Strategy, Weights};
 use prism::core::canon::canonical_key;
+use prism::core::inflight::Pressure;
 use prism::core::methods::{lookup, Family};
 use prism::core::router::{choose, Ask, ProviderStatic};
 use prism::core::state::NetworkLive;
@@ -80,7 +81,16 @@ fn routing(c: &mut Criterion) {
         c.bench_function(&format!("route/score/{n}_providers"), |b| {
             b.iter(|| {
                 rotation += 1;
-                black_box(choose(&statics, &live, &health, black_box(&ask), 1000, rotation, 0.5))
+                black_box(choose(
+                    &statics,
+                    &live,
+                    &health,
+                    black_box(&ask),
+                    &Pressure::NONE,
+                    1000,
+                    rotation,
+                    0.5,
+                ))
             })
         });
     }

@@ -529,6 +529,7 @@ fn build_gen(
             operators: operators(&config.networks[index]),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
+            pressure: Default::default(),
             cache: match before {
                 Some(b) => b.cache.clone(),
                 None => config

@@ -36,6 +36,7 @@ use super::cache::revealed_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
+use super::inflight::Pressure;
 use super::judge::{error_retry_on, judge, Failure, Judged};
 use super::marks::MarkKey;
 use super::route::NetworkRoute;
@@ -220,15 +221,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         loop {
             let now = self.ex.now_ms();
             let dice = fastrand::f64();
-            self.ask.stalled = route.stalled(self.info.family, now);
             let choice = if self.info.kind == Kind::Filter {
                 filter_home(route, &self.ask, now)
             } else {
+                let mut pressure = route.pressure.borrow_mut();
+                self.ask.stalled = route.pressure(self.info.family, now, &mut pressure);
                 choose(
                     &route.statics,
                     &route.live,
                     &route.live.health.load(),
                     &self.ask,
+                    &pressure,
                     now,
                     route.next_rotation(),
                     dice,
@@ -451,6 +454,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 exclude: !self.caller.providers,
                 ..self.ask
             },
+            &Pressure::NONE,
             now,
             0,
             0.0,
@@ -486,7 +490,8 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             result,
             hedge,
         };
-        let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
+        let family = self.info.family;
+        let _guard = route.upstreams[i].in_flight(family, now_ms);
         // Pinned once, so every path awaits the same slot of this future's state (moving it into a pin
         // later gave it two), and the hedge is boxed: it is rare, and inline it would add a whole post's
         // state to every call's future and so to every connection's answer (server.rs boxes that per
@@ -509,7 +514,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return done(i, started, primary.await, None);
         };
         let hedge_started = self.ex.now();
-        let _hedge_guard = super::route::InFlightGuard::new(&route.upstreams[j], self.ex.now_ms());
+        let _hedge_guard = route.upstreams[j].in_flight(family, self.ex.now_ms());
         let mut hedge = Box::pin(self.ex.post(route, j, body, deadline, true));
         let first = futures_lite::future::or(async { (false, primary.as_mut().await) }, async {
             (true, hedge.as_mut().await)
@@ -561,11 +566,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let mut ask = self.ask;
         ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
+        let mut pressure = route.pressure.borrow_mut();
+        ask.stalled = route.pressure(self.info.family, now, &mut pressure);
         match choose(
             &route.statics,
             &route.live,
             &route.live.health.load(),
             &ask,
+            &pressure,
             now,
             route.next_rotation(),
             fastrand::f64(),
@@ -936,7 +944,16 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
             };
         }
     }
-    choose(&route.statics, live, &live.health.load(), ask, now, 0, 0.0)
+    choose(
+        &route.statics,
+        live,
+        &live.health.load(),
+        ask,
+        &Pressure::NONE,
+        now,
+        0,
+        0.0,
+    )
 }
 
 /// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].

@@ -12,6 +12,7 @@ pub mod exchange;
 pub mod finality;
 pub mod forward;
 pub mod hedge;
+pub mod inflight;
 pub mod judge;
 pub mod logs;
 pub mod marks;

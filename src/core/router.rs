@@ -1,8 +1,9 @@
 //! Choosing a provider for one attempt.
 //!
-//! `score(p) = w_latency·norm(p50) + w_error·error_rate_5m + w_quota·quota_burn + w_affinity·region_distance`
+//! `score(p) = w_latency·norm(cost) + w_error·error_rate_5m + w_quota·quota_burn + w_affinity·region_distance`
 //! over providers whose breaker is closed (and that are not drifted, parked, on the wrong chain, below the
-//! client's high-water mark, or already tried by this request), divided by the provider's `weight`.
+//! client's high-water mark, or already tried by this request), divided by the provider's `weight`. The
+//! cost is the family's p50, raised by what the shard's calls in flight show (`core::inflight::Pressure`).
 //! Lower is better. Round robin, random and weighted use the same candidate set and the same function with
 //! latency weight zero. Overflow providers, and providers past their quota, are used only when nothing
 //! else is usable; providers pruned below the block a read needs come after all of those. A `safe` /
@@ -11,6 +12,7 @@
 use std::sync::atomic::Ordering;
 
 use super::breaker::BreakerState;
+use super::inflight::Pressure;
 use super::state::NetworkLive;
 use crate::config::{Strategy, Weights};
 use crate::rpc::methods::{Family, Finality};
@@ -69,12 +71,15 @@ const PEER_LAG_PENALTY: f64 = 0.2;
 /// Ties within this score distance share traffic in rotation instead of all going to one.
 const TIE: f64 = 0.02;
 
-/// Picks a provider. `rotation` and `dice` (0..1) come from the shard, so this stays a pure function.
+/// Picks a provider. `rotation` and `dice` (0..1) come from the shard, and so does `pressure` (its calls in
+/// flight, `core::inflight`), so this stays a pure function.
+#[allow(clippy::too_many_arguments)]
 pub fn choose(
     statics: &[ProviderStatic],
     live: &NetworkLive,
     health: &NetworkHealth,
     ask: &Ask,
+    pressure: &Pressure,
     now_ms: u64,
     rotation: usize,
     dice: f64,
@@ -167,7 +172,7 @@ pub fn choose(
             let mut weights = [0f64; 64];
             let mut total = 0.0;
             for (k, &i) in cand.iter().enumerate() {
-                let s = score(statics, health, &w, ask.family, i, 1.0);
+                let s = score(statics, health, &w, ask.family, i, 0.0);
                 weights[k] = statics[i].weight / (1.0 + s);
                 total += weights[k];
             }
@@ -181,17 +186,19 @@ pub fn choose(
             Choice::Provider(cand[m - 1])
         }
         Strategy::Score => {
-            let max_p50 = cand
-                .iter()
-                .map(|&i| {
-                    health
-                        .providers
-                        .get(i.index())
-                        .map_or(0, |h| h.figures(ask.family).p50_us)
-                })
-                .max()
-                .unwrap_or(0)
-                .max(1) as f64;
+            // The latency each candidate shows now: its p50 for the family, or more while calls it has in
+            // flight are far older than that (or it answered far slower just now), times its calls in flight
+            // plus one (`core::inflight`).
+            let mut costs = [0f64; 64];
+            let mut max_cost = 1f64;
+            for (k, &i) in cand.iter().enumerate() {
+                let p50 = health
+                    .providers
+                    .get(i.index())
+                    .map_or(0, |h| h.figures(ask.family).p50_us) as f64;
+                costs[k] = pressure.cost(i, p50);
+                max_cost = max_cost.max(costs[k]);
+            }
             let mut scores = [0f64; 64];
             let mut best = f64::INFINITY;
             // Peers (with `[cluster]`) may know a higher head: a provider far behind it ranks lower, but is
@@ -204,7 +211,7 @@ pub fn choose(
                         .load(Ordering::Relaxed)
                         .saturating_add(live.max_drift)
                         < peer_best;
-                scores[k] = (score(statics, health, &ask.weights, ask.family, i, max_p50)
+                scores[k] = (score(statics, health, &ask.weights, ask.family, i, costs[k] / max_cost)
                     + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })
                     / statics[i].weight;
                 best = best.min(scores[k]);
@@ -232,18 +239,20 @@ fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: ProviderId) -> f64 
     }
 }
 
+/// A candidate's score; `latency` is its normalized latency (0..1, its cost over the candidates' highest).
 fn score(
     statics: &[ProviderStatic],
     health: &NetworkHealth,
     w: &Weights,
     family: Family,
     i: ProviderId,
-    max_p50: f64,
+    latency: f64,
 ) -> f64 {
-    let (p50, err) = health.providers.get(i.index()).map_or((0.0, 0.0), |h| {
-        (h.figures(family).p50_us as f64, h.figures(family).error_rate())
-    });
-    w.latency * (p50 / max_p50)
+    let err = health
+        .providers
+        .get(i.index())
+        .map_or(0.0, |h| h.figures(family).error_rate());
+    w.latency * latency
         + w.error * err
         + w.quota * quota_burn(&statics[i], health, i).min(1.0)
         + w.affinity * statics[i].region_distance
