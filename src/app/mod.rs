@@ -557,6 +557,9 @@ fn build_gen(
                 sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
+            sync: crate::core::sync_submit::SyncSupport::new(
+                config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
+            ),
             superseded: Cell::new(false),
             logs: LogsSettings {
                 concurrency: config.limits.logs_split_concurrency,

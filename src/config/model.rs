@@ -419,6 +419,21 @@ pub struct Provider {
     /// density of the logs already fetched so they stay under it.
     #[serde(default)]
     pub max_logs_results: Option<u64>,
+    /// Whether it serves `eth_sendRawTransactionSync` (EIP-7966): `auto` (send it; a "method not found"
+    /// answer teaches Prism it does not, and the call is emulated), `emulate` (never sent: Prism sends
+    /// `eth_sendRawTransaction` and waits for the receipt itself), `native` (always sent, never emulated).
+    #[serde(default)]
+    pub sync_submit: SyncSubmit,
+}
+
+/// How `eth_sendRawTransactionSync` reaches a provider (`providers[].sync_submit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncSubmit {
+    #[default]
+    Auto,
+    Emulate,
+    Native,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -37,6 +37,7 @@ pub fn network(n: usize) -> Network {
                 floor_block: 0,
                 max_logs_range: None,
                 max_logs_results: None,
+                sync_submit: Default::default(),
             })
             .collect(),
     }

@@ -1,6 +1,6 @@
 //! Semantic checks serde cannot express. Each error names the field as `section[index].key`.
 
-use super::{Cluster, Config, ConfigError, NetworkKind, ProviderRole};
+use super::{Cluster, Config, ConfigError, NetworkKind, ProviderRole, SyncSubmit};
 use crate::config::endpoint::{Endpoint, Scheme};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -252,6 +252,12 @@ impl Config {
                     return Err(ConfigError::invalid(
                         format!("{pat}.floor_block"),
                         "only applies to evm networks (a block height; Solana counts slots)",
+                    ));
+                }
+                if p.sync_submit != SyncSubmit::Auto && n.kind == NetworkKind::SolanaMagic {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.sync_submit"),
+                        "only applies to evm networks (eth_sendRawTransactionSync)",
                     ));
                 }
                 if p.floor_block > 1 << 53 {

@@ -177,6 +177,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         solana: false,
         declared: Default::default(),
         submit: SubmitLimits::default(),
+        sync: Default::default(),
         superseded: Cell::new(false),
         logs: Default::default(),
         bodies: Default::default(),

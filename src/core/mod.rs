@@ -27,6 +27,7 @@ pub mod slots;
 pub mod state;
 pub mod submit;
 pub mod subs;
+pub mod sync_submit;
 pub mod txhash;
 
 pub use crate::rpc::wire::write_upstream_call;

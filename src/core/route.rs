@@ -169,6 +169,8 @@ pub struct NetworkRoute {
     pub declared: Declared,
     /// Deadlines of transaction submissions and their lookups.
     pub submit: SubmitLimits,
+    /// Which providers serve `eth_sendRawTransactionSync` themselves (declared, or learned on this shard).
+    pub sync: super::sync_submit::SyncSupport,
     /// A reload replaced this route: its probers stop (the new route's probe instead); calls and WebSocket
     /// sessions that hold it finish on it.
     pub superseded: Cell<bool>,

@@ -105,6 +105,9 @@ pub struct ShardMetrics {
     /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
     /// [`Submitted`].
     submitted: [AtomicU64; 4],
+    /// `eth_sendRawTransactionSync` emulated at a provider that lacks it: answered with the receipt, or
+    /// EIP-7966's timeout error.
+    sync_emulated: [AtomicU64; 2],
     /// Calls of methods the table does not know (sent once, as writes are).
     unknown_methods: AtomicU64,
 }
@@ -186,12 +189,18 @@ impl ShardMetrics {
             settled: Default::default(),
             hedges: Default::default(),
             submitted: Default::default(),
+            sync_emulated: Default::default(),
             unknown_methods: AtomicU64::new(0),
         }
     }
 
     pub fn submitted(&self, how: Submitted) {
         self.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An emulated `eth_sendRawTransactionSync` ended: with its receipt, or timed out (EIP-7966 code 4).
+    pub fn sync_emulated(&self, receipt: bool) {
+        self.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn unknown_method(&self) {
@@ -553,6 +562,14 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         "how",
         &["lost_found", "lost_unresolved", "already_known", "mined_before"],
         |i| sum(shards, |s| s.submitted[i].load(Ordering::Relaxed)),
+    );
+    labelled_counter(
+        out,
+        "prism_sync_submissions_emulated_total",
+        "eth_sendRawTransactionSync calls sent as eth_sendRawTransaction to a provider that lacks the method, by how Prism's wait for the receipt ended.",
+        "outcome",
+        &["receipt", "timeout"],
+        |i| sum(shards, |s| s.sync_emulated[i].load(Ordering::Relaxed)),
     );
     let _ = writeln!(
         out,
