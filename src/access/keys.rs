@@ -30,6 +30,8 @@ pub struct KeyEntry {
     limit: Option<(f64, u32)>,
     pub strategy: Strategy,
     pub weights: Weights,
+    /// Its verified reads (`core::verify`; off unless `verify` is configured).
+    pub verify: crate::core::verify::VerifyRule,
 }
 
 /// Method allowlist: exact names and `prefix_*` patterns; empty = everything.
@@ -219,6 +221,12 @@ impl KeyRing {
             limit,
             strategy: k.strategy,
             weights: k.weights,
+            // `prism check` refused a `verify` that does not build.
+            verify: k
+                .verify
+                .as_ref()
+                .and_then(|v| crate::core::verify::VerifyRule::from_config(v).ok())
+                .unwrap_or(crate::core::verify::VerifyRule::OFF),
         }
     }
 

@@ -488,6 +488,36 @@ pub struct Key {
     pub strategy: Strategy,
     #[serde(default)]
     pub weights: Weights,
+    /// Verified reads: these methods' answers are checked against more providers (`core::verify`).
+    #[serde(default)]
+    pub verify: Option<VerifyConfig>,
+}
+
+/// `[[keys]] verify = { methods = [...], quorum = 2, when_short = "error" }`: the key's reads of `methods`
+/// (names, or the families `light`, `execute`, `logs`, `trace`) go to `quorum` providers at one pinned
+/// block and are answered only when that many agree byte for byte.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub methods: Vec<String>,
+    #[serde(default = "default_quorum")]
+    pub quorum: u32,
+    /// Fewer than `quorum` providers answered (down, or lagging): an error (`error`), or the answer there
+    /// is, without `x-prism-verified` (`unverified`).
+    #[serde(default)]
+    pub when_short: WhenShort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenShort {
+    #[default]
+    Error,
+    Unverified,
+}
+
+fn default_quorum() -> u32 {
+    2
 }
 
 /// Where the shared state lives: one Redis (`redis_url`) or the master Redis Sentinel names (`sentinels`).

@@ -393,6 +393,23 @@ impl Config {
                     "must be greater than 0 when set",
                 ));
             }
+            if let Some(v) = &k.verify {
+                if !(2..=8).contains(&v.quorum) {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.verify.quorum"),
+                        "must be between 2 and 8 (providers that must agree)",
+                    ));
+                }
+                if v.methods.is_empty() {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.verify.methods"),
+                        "must name at least one method or family",
+                    ));
+                }
+                if let Err((j, why)) = crate::rpc::methods::verified_set(&v.methods) {
+                    return Err(ConfigError::invalid(format!("{at}.verify.methods[{j}]"), why));
+                }
+            }
             let w = &k.weights;
             for (name, v) in [
                 ("latency", w.latency),

@@ -29,6 +29,7 @@ pub mod submit;
 pub mod subs;
 pub mod sync_submit;
 pub mod txhash;
+pub mod verify;
 
 pub use crate::rpc::wire::write_upstream_call;
 pub use outcome::{CallOutcome, Caller, How, ProxyError, Source};

@@ -34,6 +34,9 @@ pub struct How {
     pub source: Source,
     /// A hedge was sent for this call.
     pub hedged: bool,
+    /// Providers that agreed on this answer byte for byte (a verified read, `core::verify`); 0 = not
+    /// verified.
+    pub verified: u8,
 }
 
 impl How {
@@ -127,6 +130,17 @@ pub enum ProxyError {
         code: i32,
         message: String,
     },
+    /// A verified read: the providers asked answered differently (`core::verify`).
+    Disagreement {
+        providers: Vec<String>,
+        /// The block they were asked at, when Prism pinned one.
+        block: Option<u64>,
+    },
+    /// A verified read: fewer providers than the quorum answered.
+    ShortOfQuorum {
+        answered: usize,
+        quorum: usize,
+    },
 }
 
 impl ProxyError {
@@ -136,6 +150,8 @@ impl ProxyError {
             ProxyError::Unsupported(_) => -32601,
             ProxyError::Rejected { code, .. } => *code,
             ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
+            ProxyError::Disagreement { .. } => super::verify::DISAGREEMENT,
+            ProxyError::ShortOfQuorum { .. } => super::verify::SHORT_OF_QUORUM,
             _ => -32603,
         }
     }
@@ -176,6 +192,17 @@ impl std::fmt::Display for ProxyError {
             ),
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
             ProxyError::Rejected { message, .. } => f.write_str(message),
+            ProxyError::Disagreement { providers, block } => {
+                write!(f, "Providers disagree: {} answered this verified read differently", providers.join(", "))?;
+                match block {
+                    Some(b) => write!(f, " at block 0x{b:x}"),
+                    None => Ok(()),
+                }
+            }
+            ProxyError::ShortOfQuorum { answered, quorum } => write!(
+                f,
+                "Verified read not answered: it needs {quorum} providers to agree and {answered} could (the others are down, lagging or excluded)"
+            ),
         }
     }
 }
@@ -192,6 +219,8 @@ pub struct Caller {
     /// The head (Solana: slot) the answer must come from at least, beyond the mark: Solana's
     /// `minContextSlot`. 0 = none.
     pub floor: u64,
+    /// The key's verified reads (`core::verify`); off for most keys.
+    pub verify: super::verify::VerifyRule,
 }
 
 impl Default for Caller {
@@ -202,6 +231,7 @@ impl Default for Caller {
             mark: MarkKey::Key(0),
             providers: u64::MAX,
             floor: 0,
+            verify: super::verify::VerifyRule::OFF,
         }
     }
 }

@@ -46,6 +46,10 @@ pub async fn forward(
             }
         }
         Kind::Unknown => route.recorder.metrics().unknown_method(),
+        // A key's verified reads: several providers, one pinned block, no cache or dedupe.
+        Kind::Read if caller.verify.covers(&call.method) => {
+            return super::verify::verified(route, call, info, caller, deadline, ids).await;
+        }
         _ => {}
     }
     // The block parameter is read once here for the cache, dedupe and the retry loop.

@@ -273,6 +273,23 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
             write_json_str(&mut d, provider);
             d.push(b'}');
         }
+        ProxyError::Disagreement { providers, block } => {
+            d.extend_from_slice(br#"{"providers":["#);
+            for (i, p) in providers.iter().enumerate() {
+                if i > 0 {
+                    d.push(b',');
+                }
+                write_json_str(&mut d, p);
+            }
+            d.push(b']');
+            if let Some(b) = block {
+                d.extend_from_slice(format!(r#","block":"0x{b:x}""#).as_bytes());
+            }
+            d.push(b'}');
+        }
+        ProxyError::ShortOfQuorum { answered, quorum } => {
+            d.extend_from_slice(format!(r#"{{"answered":{answered},"quorum":{quorum}}}"#).as_bytes());
+        }
         ProxyError::Unsupported(_) | ProxyError::NotServed(_) | ProxyError::Rejected { .. } => return None,
     }
     Some(d)

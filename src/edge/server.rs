@@ -135,6 +135,7 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
         },
         providers: u64::MAX,
         floor: 0,
+        verify: key.map_or(crate::core::verify::VerifyRule::OFF, |k| k.verify),
     }
 }
 
@@ -460,6 +461,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 if gen.diagnostic_headers {
                     diag.write_headers(&mut self.headers, &network.route);
                 }
+                diag.write_verified(&mut self.headers);
                 let meta = |extra| ResponseMeta {
                     raw: &self.headers,
                     ..meta(extra)

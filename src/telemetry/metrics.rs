@@ -108,6 +108,8 @@ pub struct ShardMetrics {
     /// `eth_sendRawTransactionSync` emulated at a provider that lacks it: answered with the receipt, or
     /// EIP-7966's timeout error.
     sync_emulated: [AtomicU64; 2],
+    /// Verified reads, by how they ended, see [`Verified`].
+    verified: [AtomicU64; 5],
     /// Calls of methods the table does not know (sent once, as writes are).
     unknown_methods: AtomicU64,
 }
@@ -123,6 +125,21 @@ pub enum Submitted {
     AlreadyKnown = 2,
     /// "nonce too low", and a lookup found this very transaction mined: answered as a success.
     MinedBefore = 3,
+}
+
+/// How a verified read ended (see `core::verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// The first providers asked agreed.
+    Agreed = 0,
+    /// Two disagreed and more providers settled it: a quorum agreed, the outvoted one was counted.
+    Settled = 1,
+    /// No quorum agreed: -32097.
+    Disagreed = 2,
+    /// Fewer than the quorum answered: -32096.
+    Short = 3,
+    /// Fewer than the quorum answered and the key takes the answer there is (`when_short = "unverified"`).
+    Unverified = 4,
 }
 
 /// How an error the classifier does not know (on a read) was settled.
@@ -190,6 +207,7 @@ impl ShardMetrics {
             hedges: Default::default(),
             submitted: Default::default(),
             sync_emulated: Default::default(),
+            verified: Default::default(),
             unknown_methods: AtomicU64::new(0),
         }
     }
@@ -201,6 +219,10 @@ impl ShardMetrics {
     /// An emulated `eth_sendRawTransactionSync` ended: with its receipt, or timed out (EIP-7966 code 4).
     pub fn sync_emulated(&self, receipt: bool) {
         self.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn verified(&self, how: Verified) {
+        self.verified[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn unknown_method(&self) {
@@ -570,6 +592,14 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         "outcome",
         &["receipt", "timeout"],
         |i| sum(shards, |s| s.sync_emulated[i].load(Ordering::Relaxed)),
+    );
+    labelled_counter(
+        out,
+        "prism_verified_reads_total",
+        "Verified reads (keys with verify): agreed at once, settled by more providers after a disagreement, disagreed (-32097), short of a quorum (-32096), answered unverified (when_short).",
+        "outcome",
+        &["agreed", "settled", "disagreed", "short", "unverified"],
+        |i| sum(shards, |s| s.verified[i].load(Ordering::Relaxed)),
     );
     let _ = writeln!(
         out,
