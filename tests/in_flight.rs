@@ -1,8 +1,9 @@
 //! In-flight awareness through a running Prism with its default routing: reads flow at a fixed rate (50/s,
-//! each on its own connection, so they overlap as a real client's do), then one provider turns slow (400 ms
-//! on `eth_call`) or starts to hang (accepts, never answers). Counted at the fake providers and the client:
-//! how many of the first 40 reads after the turn waited for the bad provider, which of them it received,
-//! and the extra upstream calls over the whole run (retries and hedges beyond one call per read).
+//! each on its own connection, so they overlap as a real client's do), then the provider the reads were
+//! going to turns slow (400 ms on `eth_call`) or starts to hang (accepts, never answers). Counted at the fake
+//! providers and the client: how many of the 40 reads around the turn (from 100 ms before it, as those are
+//! in flight when it comes) waited for the bad provider, which of them it received, and the extra upstream
+//! calls over the whole run (retries and hedges beyond one call per read).
 //!
 //! Target (issue 41): at most 1 of the first 40 waits, extra upstream calls <= 5 % of the run, with two
 //! providers and with three.
@@ -20,6 +21,9 @@ const RATE: u64 = 50;
 const COUNTED: usize = 40;
 /// Reads before the turn (the health windows and hedge budget fill) and after it (the run's tail).
 const WARM: u64 = 150;
+/// The 40 counted reads start this many reads (100 ms) before the turn: reads sent just before it reach
+/// the provider after it (a thread and a connection away) and are the ones most likely to meet it.
+const BEFORE: u64 = 5;
 const AFTER: u64 = 100;
 /// A read this much slower than the fast providers' (a few ms) waited for the bad one.
 const WAITED: Duration = Duration::from_millis(150);
@@ -70,27 +74,40 @@ fn fire(prism: &Prism, n: u64, tx: &mpsc::Sender<Read>) {
     });
 }
 
-fn scenario(providers: usize, turn: Turn) -> Figures {
+fn scenario(providers: usize, turn: Turn, hedging: bool) -> Figures {
     let fakes: Vec<FakeProvider> = (0..providers).map(|_| FakeProvider::start()).collect();
     let refs: Vec<&FakeProvider> = fakes.iter().collect();
     // Prism's defaults (score routing, hedging at 5 %, a 10 s deadline); only the test harness's small
-    // limits differ.
-    let prism = Prism::builder()
+    // limits differ, and hedging when the scenario turns it off.
+    let mut b = Prism::builder()
         .providers(&refs)
         .limit("request_deadline_ms", 10_000)
-        .limit("idle_timeout_ms", 5_000)
-        .start();
+        .limit("idle_timeout_ms", 5_000);
+    if !hedging {
+        b = b.extra_toml("[policy.hedge]\nenabled = false\n");
+    }
+    let prism = b.start();
     let names: Vec<String> = (1..=providers).map(|i| format!("p{i}")).collect();
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     support::wait_serving(&prism, &name_refs);
-    let bad = &fakes[0];
 
     let (tx, rx) = mpsc::channel();
     let period = Duration::from_micros(1_000_000 / RATE);
     let start = Instant::now();
     let mut turn_at = None;
+    let mut bad = &fakes[0];
     for n in 0..WARM + AFTER {
         if n == WARM {
+            // The provider that turns bad is the one the reads were going to: the score strategy may have
+            // been sending nearly all of them to one provider, and a turn nobody's reads meet tests nothing.
+            let recent = |f: &FakeProvider| {
+                f.calls_to("eth_call")
+                    .iter()
+                    .filter(|c| c.at + Duration::from_millis(600) >= Instant::now())
+                    .count()
+            };
+            bad = fakes.iter().max_by_key(|f| recent(f)).unwrap();
+            assert!(recent(bad) > 0, "reads were flowing before the turn");
             match turn {
                 Turn::Slow => bad.set_delay("eth_call", Duration::from_millis(400)),
                 Turn::Hang => bad.set_method_mode("eth_call", Mode::Hang),
@@ -117,7 +134,8 @@ fn scenario(providers: usize, turn: Turn) -> Figures {
         }
     }
 
-    let counted = &results[WARM as usize..WARM as usize + COUNTED];
+    let first = (WARM - BEFORE) as usize;
+    let counted = &results[first..first + COUNTED];
     let waited = counted.iter().filter(|r| r.1 >= WAITED).count();
     let slowest = counted.iter().map(|r| r.1).max().unwrap();
     // Which of the counted reads reached the bad provider: each read's `to` address is its number.
@@ -145,8 +163,12 @@ fn scenario(providers: usize, turn: Turn) -> Figures {
 }
 
 fn check(providers: usize, turn: Turn) {
-    let f = scenario(providers, turn);
-    eprintln!("{providers} providers, {turn:?}: {f:?}");
+    check_with(providers, turn, true);
+}
+
+fn check_with(providers: usize, turn: Turn, hedging: bool) {
+    let f = scenario(providers, turn, hedging);
+    eprintln!("{providers} providers, {turn:?}, hedging {hedging}: {f:?}");
     assert!(
         f.waited <= 1,
         "{providers} providers, {turn:?}: {} of the first {COUNTED} reads after the turn waited for the bad provider \
@@ -181,4 +203,16 @@ fn three_providers_one_turns_slow() {
 #[test]
 fn three_providers_one_hangs() {
     check(3, Turn::Hang);
+}
+
+/// Without hedges only in-flight awareness is left: the reads that met the turn wait for it, the next ones
+/// leave before any answer comes back.
+#[test]
+fn two_providers_one_hangs_without_hedging() {
+    check_with(2, Turn::Hang, false);
+}
+
+#[test]
+fn three_providers_one_turns_slow_without_hedging() {
+    check_with(3, Turn::Slow, false);
 }
