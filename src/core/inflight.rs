@@ -55,8 +55,7 @@ impl Flight {
         if raw == 0.0 {
             return 0.0;
         }
-        let age = now_ms.saturating_sub(self.peak_at_ms.get()) as f64;
-        raw * (-age / PEAK_HALF_LIFE_MS).exp2()
+        raw * halvings(now_ms.saturating_sub(self.peak_at_ms.get()) as f64 / PEAK_HALF_LIFE_MS)
     }
 
     /// The undecayed peak: bounds [`Flight::peak_us`], so a caller can skip the decay when this is small.
@@ -67,10 +66,19 @@ impl Flight {
     /// Feeds one client call's latency (probes stay out: one slow health method must not push a provider's
     /// client traffic away).
     pub fn observe(&self, latency_us: u64, now_ms: u64) {
-        let decayed = self.peak_us(now_ms);
         let x = latency_us as f64;
-        // Peak: a slower answer takes over at once; faster ones pull it down gradually.
-        let next = if x >= decayed { x } else { decayed * 0.7 + x * 0.3 };
+        // Peak: a slower answer takes over at once (no decay to work out: the undecayed peak bounds it);
+        // faster ones pull the decayed peak down gradually.
+        let next = if x >= self.peak_us.get() {
+            x
+        } else {
+            let decayed = self.peak_us(now_ms);
+            if x >= decayed {
+                x
+            } else {
+                decayed * 0.7 + x * 0.3
+            }
+        };
         self.peak_us.set(next);
         self.peak_at_ms.set(now_ms);
     }
@@ -82,7 +90,20 @@ impl Default for Pressure {
     }
 }
 
-/// Counts one call in flight for as long as it lives (also when the client goes away and the call's future
+/// `2^-t` for `t >= 0`, within 0.3 %: the whole halvings through the exponent bits, the fraction by a
+/// quadratic. The request path reads a decayed peak for every busy provider, and `exp2` cost more than
+/// the rest of it.
+fn halvings(t: f64) -> f64 {
+    if t.is_nan() || t >= 1000.0 {
+        return 0.0;
+    }
+    let n = t as u64;
+    let f = t - n as f64;
+    let whole = f64::from_bits((1023 - n) << 52);
+    whole * (1.0 - 0.6699 * f + 0.1699 * f * f)
+}
+
+/// Counts one call in flight for as long (also when the client goes away and the call's future
 /// is dropped, or a hedge won and the slower attempt is dropped).
 pub struct FlightGuard<'a> {
     flight: &'a Flight,
@@ -176,6 +197,17 @@ mod tests {
             f.observe(2_000, 5_000 + t);
         }
         assert!(f.peak_us(5_020) < SLOW_FLOOR_US);
+    }
+
+    #[test]
+    fn halvings_are_close_to_exp2() {
+        for i in 0..4000 {
+            let t = i as f64 / 100.0;
+            let (got, want) = (halvings(t), (-t).exp2());
+            assert!((got - want).abs() <= want * 0.003, "{t}: {got} vs {want}");
+        }
+        assert_eq!(halvings(1e9), 0.0);
+        assert_eq!(halvings(f64::NAN), 0.0);
     }
 
     #[test]
