@@ -47,6 +47,7 @@ fn routing(c: &mut Criterion) {
                 overflow: i == n - 1,
                 region_distance: (i % 2) as f64,
                 quota_rps: Some(300.0),
+                credits: None,
             })
             .collect();
         let health = NetworkHealth {
@@ -76,6 +77,7 @@ fn routing(c: &mut Criterion) {
             stalled: 0,
             at_block: None,
             tag: None,
+            key: 0,
         };
         let mut rotation = 0usize;
         c.bench_function(&format!("route/score/{n}_providers"), |b| {

@@ -32,6 +32,8 @@ pub struct KeyEntry {
     pub weights: Weights,
     /// Its verified reads (`core::verify`; off unless `verify` is configured).
     pub verify: crate::core::verify::VerifyRule,
+    /// Its weight in fair shares of provider quota (`core::quota`).
+    pub quota_weight: f64,
 }
 
 /// Method allowlist: exact names and `prefix_*` patterns; empty = everything.
@@ -96,6 +98,13 @@ impl KeyEntry {
 
     pub fn mark(&self) -> MarkKey {
         MarkKey::Key(self.index)
+    }
+}
+
+impl KeyRing {
+    /// Every configured key's index and `quota_weight` (for `core::quota::QuotaLive::configure`).
+    pub fn quota_weights(&self) -> Vec<(usize, f64)> {
+        self.entries.iter().map(|e| (e.index, e.quota_weight)).collect()
     }
 }
 
@@ -227,6 +236,7 @@ impl KeyRing {
                 .as_ref()
                 .and_then(|v| crate::core::verify::VerifyRule::from_config(v).ok())
                 .unwrap_or(crate::core::verify::VerifyRule::OFF),
+            quota_weight: k.quota_weight,
         }
     }
 

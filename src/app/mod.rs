@@ -118,6 +118,9 @@ pub fn serve(
         .iter()
         .map(|n| NetworkLive::new(n, &config.policy.breaker, keys.capacity()))
         .collect();
+    for (n, live) in lives.iter().enumerate() {
+        live.quota.configure(&config, n, &keys.quota_weights());
+    }
     // Every network has room for every provider slot a reload may fill (see `config::changes`).
     let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
@@ -513,6 +516,10 @@ fn build_gen(
                 overflow: p.overflow,
                 region_distance: region_distance(config.server.region.as_deref(), p.region.as_deref()),
                 quota_rps: p.quota_rps.map(f64::from),
+                credits: c
+                    .credits
+                    .as_ref()
+                    .map(|c| Arc::new(crate::core::quota::CreditTable::new(c))),
             });
             debug_assert_eq!(p.name, c.name);
         }

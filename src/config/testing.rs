@@ -38,6 +38,7 @@ pub fn network(n: usize) -> Network {
                 max_logs_range: None,
                 max_logs_results: None,
                 sync_submit: Default::default(),
+                credits: None,
             })
             .collect(),
     }

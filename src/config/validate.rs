@@ -254,6 +254,22 @@ impl Config {
                         "only applies to evm networks (a block height; Solana counts slots)",
                     ));
                 }
+                if let Some(c) = &p.credits {
+                    if c.default == 0 {
+                        return Err(ConfigError::invalid(
+                            format!("{pat}.credits.default"),
+                            "must be at least 1 (every call costs something)",
+                        ));
+                    }
+                    for (m, v) in &c.methods {
+                        if *v == 0 {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.credits.methods.{m}"),
+                                "must be at least 1",
+                            ));
+                        }
+                    }
+                }
                 if p.sync_submit != SyncSubmit::Auto && n.kind == NetworkKind::SolanaMagic {
                     return Err(ConfigError::invalid(
                         format!("{pat}.sync_submit"),
@@ -391,6 +407,12 @@ impl Config {
                 return Err(ConfigError::invalid(
                     format!("{at}.burst"),
                     "must be greater than 0 when set",
+                ));
+            }
+            if !(k.quota_weight.is_finite() && k.quota_weight > 0.0 && k.quota_weight <= 1e6) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.quota_weight"),
+                    "must be a number > 0 (at most 1e6)",
                 ));
             }
             if let Some(v) = &k.verify {

@@ -178,6 +178,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 stalled: 0,
                 at_block: availability::lowest_block(&call.method, block, call.params),
                 tag: tag.map(|t| (t, route.live.tags.agreed(t).max(mark))),
+                key: caller.key,
             },
         }
     }
@@ -252,6 +253,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 Choice::Exhausted => return last.unwrap_or_else(|| self.all_down(now)),
             };
             self.ask.exclude |= i.bit();
+            // Its fair share of this provider's quota spent: not sent there; another provider may take it.
+            if let Err(over) = route.admit(i, &self.call.method, self.caller.key) {
+                last = Some(CallOutcome::Failed(ProxyError::OverShare {
+                    provider: route.upstreams[i].name.clone(),
+                    retry_after_ms: over.retry_after_ms,
+                }));
+                continue;
+            }
             attempt += 1;
             tally.made.set(tally.made.get() + 1);
             let attempts_left = max.saturating_sub(attempt) + 1;
@@ -510,7 +519,11 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return done(i, started, result, None);
         }
         // Late. The next-best provider of another operator, if the budget has a hedge.
-        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend(late.degraded)) else {
+        let Some(j) = self
+            .hedge_target(i)
+            .filter(|_| route.hedge_budget.spend(late.degraded))
+            .filter(|&j| route.admit(j, &self.call.method, self.caller.key).is_ok())
+        else {
             return done(i, started, primary.await, None);
         };
         let hedge_started = self.ex.now();

@@ -154,6 +154,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
                 overflow: false,
                 region_distance: 0.0,
                 quota_rps: None,
+                credits: None,
             })
             .collect(),
         live: NetworkLive::new(&net, &breaker, 1),

@@ -18,6 +18,7 @@ pub mod logs;
 pub mod marks;
 pub mod outcome;
 pub mod pipeline;
+pub mod quota;
 /// The method table lives in the shared vocabulary (`crate::rpc::methods`).
 pub use crate::rpc::methods;
 pub mod route;
@@ -30,6 +31,7 @@ pub mod subs;
 pub mod sync_submit;
 pub mod txhash;
 pub mod verify;
+pub mod verify_rule;
 
 pub use crate::rpc::wire::write_upstream_call;
 pub use outcome::{CallOutcome, Caller, How, ProxyError, Source};

@@ -141,6 +141,11 @@ pub enum ProxyError {
         answered: usize,
         quorum: usize,
     },
+    /// The key spent its fair share of the only usable provider's quota (`core::quota`): not sent.
+    OverShare {
+        provider: String,
+        retry_after_ms: u64,
+    },
 }
 
 impl ProxyError {
@@ -150,12 +155,18 @@ impl ProxyError {
             ProxyError::Unsupported(_) => -32601,
             ProxyError::Rejected { code, .. } => *code,
             ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
-            ProxyError::Disagreement { .. } => super::verify::DISAGREEMENT,
-            ProxyError::ShortOfQuorum { .. } => super::verify::SHORT_OF_QUORUM,
+            ProxyError::Disagreement { .. } => DISAGREEMENT,
+            ProxyError::ShortOfQuorum { .. } => SHORT_OF_QUORUM,
+            ProxyError::OverShare { .. } => -32005,
             _ => -32603,
         }
     }
 }
+
+/// A verified read (`core::verify`): the providers asked answered differently.
+pub const DISAGREEMENT: i32 = -32097;
+/// A verified read: fewer providers than the quorum answered.
+pub const SHORT_OF_QUORUM: i32 = -32096;
 
 /// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
 pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
@@ -199,6 +210,10 @@ impl std::fmt::Display for ProxyError {
                     None => Ok(()),
                 }
             }
+            ProxyError::OverShare { provider, .. } => write!(
+                f,
+                "Quota share exceeded: this key has used its fair share of provider {provider}'s quota and no other provider is usable; retry after data.retryAfterMs"
+            ),
             ProxyError::ShortOfQuorum { answered, quorum } => write!(
                 f,
                 "Verified read not answered: it needs {quorum} providers to agree and {answered} could (the others are down, lagging or excluded)"
@@ -220,7 +235,9 @@ pub struct Caller {
     /// `minContextSlot`. 0 = none.
     pub floor: u64,
     /// The key's verified reads (`core::verify`); off for most keys.
-    pub verify: super::verify::VerifyRule,
+    pub verify: super::verify_rule::VerifyRule,
+    /// The key's slot (its index; 0 = no key): its fair share of provider quota, its credits.
+    pub key: u32,
 }
 
 impl Default for Caller {
@@ -231,7 +248,8 @@ impl Default for Caller {
             mark: MarkKey::Key(0),
             providers: u64::MAX,
             floor: 0,
-            verify: super::verify::VerifyRule::OFF,
+            verify: super::verify_rule::VerifyRule::OFF,
+            key: 0,
         }
     }
 }

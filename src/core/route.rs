@@ -241,6 +241,37 @@ impl NetworkRoute {
         stalled
     }
 
+    /// Lets a call of `method` for key slot `key` go to provider `i`, counting what it costs there: its
+    /// credits (the provider's price table, else one call) against the key's fair share of the provider's
+    /// quota (`core::quota`), the provider's measured rate and leased quota, and the key's credits metric.
+    /// `Err` when the key is over its share: the call must not be sent there. Nothing to do (two loads)
+    /// when the provider has no price table and fair shares are off.
+    pub fn admit(&self, i: ProviderId, method: &str, key: u32) -> Result<(), super::quota::OverShare> {
+        let table = self.statics.get(i.index()).and_then(|s| s.credits.as_deref());
+        let quota = &self.live.quota;
+        if table.is_none() && !quota.fair_on() {
+            return Ok(());
+        }
+        let cost = table.map_or(1, |t| t.cost(method));
+        if let Some(shares) = quota.shares(i) {
+            if let Err(over) = shares.take(key as usize, cost) {
+                self.recorder.metrics().over_share(key as usize);
+                return Err(over);
+            }
+        }
+        if table.is_some() {
+            quota.spent(i, cost);
+            let p = &self.live.providers()[i];
+            if p.quota_leased.load(Ordering::Relaxed) {
+                p.quota_stock.fetch_sub(i64::from(cost), Ordering::Relaxed);
+            }
+            self.recorder
+                .metrics()
+                .credits(self.index, key as usize, i, self.upstreams.len(), u64::from(cost));
+        }
+        Ok(())
+    }
+
     /// Whose error codes this network's providers speak.
     pub fn dialect(&self) -> crate::core::classify::Dialect {
         if self.solana {
@@ -271,7 +302,8 @@ impl NetworkRoute {
         let p = &self.live.providers()[i];
         self.recorder
             .record(self.index, i, family, latency_us, class.attempt_result());
-        if p.quota_leased.load(Ordering::Relaxed) {
+        // A provider with a price table has its lease spent in credits, when the call is sent (`admit`).
+        if p.quota_leased.load(Ordering::Relaxed) && self.statics[i].credits.is_none() {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
         let name = &self.upstreams[i].name;

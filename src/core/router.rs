@@ -27,6 +27,8 @@ pub struct ProviderStatic {
     /// 0 = same region as this node (or unknown), 1 = elsewhere.
     pub region_distance: f64,
     pub quota_rps: Option<f64>,
+    /// Its price table (`core::quota`): each call costs its method's credits; `quota_rps` is then credits.
+    pub credits: Option<std::sync::Arc<super::quota::CreditTable>>,
 }
 
 /// One routing question.
@@ -51,6 +53,9 @@ pub struct Ask {
     /// A `safe` / `finalized` read and the least tag value it wants (the pool's agreed value, or the caller's
     /// mark for the tag if higher): providers at or above it are kept; if none is, the highest.
     pub tag: Option<(Finality, u64)>,
+    /// The caller's key slot (0: no key): with fair shares on, a provider whose quota share this key has
+    /// spent comes after the others (`core::quota`).
+    pub key: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +94,7 @@ pub fn choose(
     let mut tier = [0u8; 64];
     let mut n = 0;
     let mut any_unexcluded = false;
+    let fair = live.quota.fair_on();
     for (i, s) in ProviderId::all(statics.len()).zip(statics) {
         if i.is_in(ask.exclude) {
             continue;
@@ -98,13 +104,16 @@ pub fn choose(
         if !live.admissible(i) || !p.breaker.is_closed() || p.is_parked(now_ms) {
             continue;
         }
-        let burn = quota_burn(s, health, i);
+        let burn = quota_burn(s, live, health, i);
+        // Fair shares: this key spent its share of the provider's quota (and nobody left any spare).
+        let over_share = fair && live.quota.shares(i).is_some_and(|q| !q.has_room(ask.key as usize));
         cand[n] = i;
         // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
         // Tiers 2 and 3: the same, for providers that lack the block the read needs (pruned below it).
         let lacks = ask.at_block.is_some_and(|b| !p.floor.has(b));
-        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled))
-            + 2 * u8::from(lacks);
+        tier[n] = u8::from(
+            s.overflow || burn >= 1.0 || over_share || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled),
+        ) + 2 * u8::from(lacks);
         n += 1;
     }
     if n == 0 {
@@ -172,7 +181,7 @@ pub fn choose(
             let mut weights = [0f64; 64];
             let mut total = 0.0;
             for (k, &i) in cand.iter().enumerate() {
-                let s = score(statics, health, &w, ask.family, i, 0.0);
+                let s = score(statics, live, health, &w, ask.family, i, 0.0);
                 weights[k] = statics[i].weight / (1.0 + s);
                 total += weights[k];
             }
@@ -211,7 +220,7 @@ pub fn choose(
                         .load(Ordering::Relaxed)
                         .saturating_add(live.max_drift)
                         < peer_best;
-                scores[k] = (score(statics, health, &ask.weights, ask.family, i, costs[k] / max_cost)
+                scores[k] = (score(statics, live, health, &ask.weights, ask.family, i, costs[k] / max_cost)
                     + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })
                     / statics[i].weight;
                 best = best.min(scores[k]);
@@ -232,8 +241,11 @@ pub fn choose(
     }
 }
 
-fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: ProviderId) -> f64 {
+/// How much of its quota a provider is using: the credits it was sent per second when it has a price
+/// table (`core::quota`), else its recent calls per second, over `quota_rps`.
+fn quota_burn(s: &ProviderStatic, live: &NetworkLive, health: &NetworkHealth, i: ProviderId) -> f64 {
     match (s.quota_rps, health.providers.get(i.index())) {
+        (Some(_), _) if s.credits.is_some() => live.quota.priced_burn(i).unwrap_or(0.0),
         (Some(q), Some(h)) if q > 0.0 => h.recent_rps / q,
         _ => 0.0,
     }
@@ -242,6 +254,7 @@ fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: ProviderId) -> f64 
 /// A candidate's score; `latency` is its normalized latency (0..1, its cost over the candidates' highest).
 fn score(
     statics: &[ProviderStatic],
+    live: &NetworkLive,
     health: &NetworkHealth,
     w: &Weights,
     family: Family,
@@ -254,7 +267,7 @@ fn score(
         .map_or(0.0, |h| h.figures(family).error_rate());
     w.latency * latency
         + w.error * err
-        + w.quota * quota_burn(&statics[i], health, i).min(1.0)
+        + w.quota * quota_burn(&statics[i], live, health, i).min(1.0)
         + w.affinity * statics[i].region_distance
 }
 

@@ -26,9 +26,8 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use crate::config::{VerifyConfig, WhenShort};
 use crate::jsonscan::{elements, hex_quantity, object_field, skip_ws};
-use crate::rpc::methods::{block_ref, method_index, verified_set, BlockRef, Family, MethodInfo, BY_HASH};
+use crate::rpc::methods::{block_ref, BlockRef, Family, MethodInfo, BY_HASH};
 use crate::rpc::{Call, ProviderId};
 use crate::telemetry::metrics::Verified;
 
@@ -40,66 +39,11 @@ use super::outcome::{CallOutcome, Caller, ProxyError};
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 
-/// `-32097`: the providers asked answered differently.
-pub const DISAGREEMENT: i32 = -32097;
-/// `-32096`: fewer providers than the quorum answered.
-pub const SHORT_OF_QUORUM: i32 = -32096;
+pub use super::outcome::{DISAGREEMENT, SHORT_OF_QUORUM};
+pub use super::verify_rule::{VerifyRule, MAX_QUORUM};
 
 /// Providers asked beyond the quorum to settle one disagreement.
 const SETTLERS: usize = 2;
-
-/// One key's verified reads, ready for the request path: one bit per method of the table, so the check a
-/// read pays when the key verifies nothing is one comparison.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct VerifyRule {
-    methods: u128,
-    pub quorum: u8,
-    pub unverified_when_short: bool,
-}
-
-impl VerifyRule {
-    /// Nothing verified.
-    pub const OFF: VerifyRule = VerifyRule {
-        methods: 0,
-        quorum: 0,
-        unverified_when_short: false,
-    };
-
-    /// The rule a key's `verify` table asks for; `Err((field, message))` names what is wrong, the field
-    /// relative to the key (`verify.methods[2]`).
-    pub fn from_config(c: &VerifyConfig) -> Result<VerifyRule, (String, String)> {
-        if !(2..=MAX_QUORUM).contains(&c.quorum) {
-            return Err((
-                "verify.quorum".into(),
-                format!("must be between 2 and {MAX_QUORUM} (providers that must agree)"),
-            ));
-        }
-        if c.methods.is_empty() {
-            return Err((
-                "verify.methods".into(),
-                "must name at least one method or family".into(),
-            ));
-        }
-        let methods = verified_set(&c.methods).map_err(|(i, why)| (format!("verify.methods[{i}]"), why))?;
-        Ok(VerifyRule {
-            methods,
-            quorum: c.quorum as u8,
-            unverified_when_short: c.when_short == WhenShort::Unverified,
-        })
-    }
-
-    /// Whether `method` is verified for this key.
-    #[inline]
-    pub fn covers(&self, method: &str) -> bool {
-        self.methods != 0 && {
-            let i = method_index(method);
-            i < 128 && self.methods & (1u128 << i) != 0
-        }
-    }
-}
-
-/// The largest quorum a key may ask for.
-pub const MAX_QUORUM: u32 = 8;
 
 /// What one provider's answer counts for.
 enum Vote {
@@ -433,6 +377,7 @@ fn ranked(route: &NetworkRoute, caller: &Caller, family: Family, now: u64) -> Ve
         stalled: 0,
         at_block: None,
         tag: None,
+        key: caller.key,
     };
     let mut pressure = route.pressure.borrow_mut();
     ask.stalled = route.pressure(family, now, &mut pressure);
@@ -502,37 +447,6 @@ fn pin_param(params: Option<&[u8]>, index: Option<usize>, n: u64) -> Option<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cfg(methods: &[&str], quorum: u32) -> VerifyConfig {
-        VerifyConfig {
-            methods: methods.iter().map(|m| m.to_string()).collect(),
-            quorum,
-            when_short: WhenShort::Error,
-        }
-    }
-
-    #[test]
-    fn a_rule_covers_its_methods_and_families_and_refuses_what_cannot_be_verified() {
-        let r = VerifyRule::from_config(&cfg(&["eth_getBalance", "logs"], 2)).unwrap();
-        assert!(r.covers("eth_getBalance") && r.covers("eth_getLogs"));
-        assert!(!r.covers("eth_call") && !r.covers("eth_blockNumber") && !r.covers("vendor_x"));
-        let light = VerifyRule::from_config(&cfg(&["light"], 3)).unwrap();
-        assert!(light.covers("eth_getTransactionReceipt") && light.covers("eth_getBlockByNumber"));
-        assert!(
-            !light.covers("eth_gasPrice") && !light.covers("eth_blockNumber"),
-            "not pinned to a block"
-        );
-        assert!(!VerifyRule::OFF.covers("eth_getBalance"));
-        let err = |m: &[&str], q| VerifyRule::from_config(&cfg(m, q)).unwrap_err();
-        assert_eq!(err(&["eth_sendRawTransaction"], 2).0, "verify.methods[0]");
-        assert!(err(&["eth_getBalance", "eth_gasPrice"], 2)
-            .1
-            .contains("cannot be verified"));
-        assert_eq!(err(&["eth_getBalance", "submit"], 2).0, "verify.methods[1]");
-        assert_eq!(err(&["eth_getBalance"], 1).0, "verify.quorum");
-        assert_eq!(err(&[], 2).0, "verify.methods");
-        assert!(err(&["vendor_read"], 2).1.contains("not a method Prism knows"));
-    }
 
     #[test]
     fn the_block_parameter_is_pinned_in_place_or_appended() {

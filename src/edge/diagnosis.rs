@@ -24,6 +24,8 @@ pub struct Diagnosis {
     /// Calls answered verified, and the fewest providers any of them agreed by.
     verified: Cell<u32>,
     verified_min: Cell<u8>,
+    /// A call was refused over its key's fair share of provider quota: the longest wait it was told.
+    over_share_ms: Cell<Option<u64>>,
 }
 
 impl Diagnosis {
@@ -58,6 +60,17 @@ impl Diagnosis {
             });
             self.verified.set(self.verified.get() + 1);
         }
+    }
+
+    /// A call was refused over its key's fair share (`core::quota`), to retry after `ms`.
+    pub fn note_over_share(&self, ms: u64) {
+        self.over_share_ms
+            .set(Some(self.over_share_ms.get().map_or(ms, |m| m.max(ms))));
+    }
+
+    /// The wait a refused call was told, if one was refused over its fair share.
+    pub fn over_share(&self) -> Option<u64> {
+        self.over_share_ms.get()
     }
 
     /// `x-prism-verified: N` when every call of the request was answered verified (N: the fewest providers

@@ -136,6 +136,7 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
         providers: u64::MAX,
         floor: 0,
         verify: key.map_or(crate::core::verify::VerifyRule::OFF, |k| k.verify),
+        key: key.map_or(0, |k| k.index as u32),
     }
 }
 
@@ -478,6 +479,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                         metrics.refusal(429);
                         let retry = format!("Retry-After: {retry_after_s}");
                         write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                    }
+                    BodyReply::OverShare { retry_after_s, body } => {
+                        metrics.refusal(429);
+                        let retry = format!("Retry-After: {retry_after_s}");
+                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                        self.shard.rpc.answers.give(body);
                     }
                 }
             }

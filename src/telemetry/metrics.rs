@@ -75,11 +75,16 @@ pub struct ProviderMetrics {
 pub struct KeyMetrics {
     requests: AtomicU64,
     throttled: AtomicU64,
+    /// Calls not sent to a provider because the key had spent its fair share of its quota.
+    over_share: AtomicU64,
 }
 
 pub struct NetMetrics {
     methods: Vec<MethodMetrics>,
     providers: Vec<ProviderMetrics>,
+    /// Credits each key cost at each provider (`core::quota`): `[key * providers + provider]`, made when a
+    /// provider with a price table is first used (sized for the providers configured then).
+    credits: std::sync::OnceLock<(usize, Box<[AtomicU64]>)>,
 }
 
 /// One shard's metrics.
@@ -195,6 +200,7 @@ impl ShardMetrics {
                 .map(|&p| NetMetrics {
                     methods: (0..=KNOWN_METHODS.len()).map(|_| MethodMetrics::default()).collect(),
                     providers: (0..p).map(|_| ProviderMetrics::default()).collect(),
+                    credits: std::sync::OnceLock::new(),
                 })
                 .collect(),
             keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
@@ -304,6 +310,28 @@ impl ShardMetrics {
         }
     }
 
+    /// A call of key slot `key` was not sent to a provider: over its fair share of its quota.
+    pub fn over_share(&self, key: usize) {
+        if let Some(k) = self.keys.get(key) {
+            k.over_share.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `credits` spent by key slot `key` at provider `p` of network `net` (`providers`: how many the
+    /// network has now, which sizes the table on first use; a provider added later is not counted).
+    pub fn credits(&self, net: usize, key: usize, p: crate::rpc::ProviderId, providers: usize, credits: u64) {
+        let Some(n) = self.networks.get(net) else { return };
+        let (width, table) = n.credits.get_or_init(|| {
+            let width = providers.max(1);
+            (width, (0..width * self.keys.len()).map(|_| AtomicU64::new(0)).collect())
+        });
+        if p.index() < *width {
+            if let Some(c) = table.get(key * width + p.index()) {
+                c.fetch_add(credits, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub fn refusal(&self, status: u16) {
         if let Some((_, c)) = self.refusals.iter().find(|(s, _)| *s == status) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -364,6 +392,46 @@ pub struct Labels<'a> {
 }
 
 /// One counter family with a single label: HELP, TYPE, then one line per label value.
+/// `prism_credits_total{network,key,provider}`: what each key cost at each provider with a price table, in
+/// its credits (only networks where one was used; only the pairs with any).
+fn render_credits(out: &mut String, labels: &Labels<'_>, keys: &[&str], shards: &[&ShardMetrics]) {
+    let mut header = false;
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        let Some(width) = shards
+            .iter()
+            .find_map(|s| s.networks.get(n).and_then(|m| m.credits.get()).map(|c| c.0))
+        else {
+            continue;
+        };
+        for (k, key) in keys.iter().enumerate() {
+            for (p, entry) in providers.iter().enumerate().take(width) {
+                let Some((provider, _)) = entry else { continue };
+                let v = sum(shards, |s| {
+                    s.networks
+                        .get(n)
+                        .and_then(|m| m.credits.get())
+                        .and_then(|c| c.1.get(k * c.0 + p))
+                        .map_or(0, |c| c.load(Ordering::Relaxed))
+                });
+                if v == 0 {
+                    continue;
+                }
+                if !header {
+                    header = true;
+                    out.push_str("# HELP prism_credits_total Credits each key cost at each provider with a price table, in the units the provider bills.\n# TYPE prism_credits_total counter\n");
+                }
+                let (mut kl, mut pl) = (String::new(), String::new());
+                label(&mut kl, key);
+                label(&mut pl, provider);
+                let _ = writeln!(
+                    out,
+                    "prism_credits_total{{network=\"{net}\",key=\"{kl}\",provider=\"{pl}\"}} {v}"
+                );
+            }
+        }
+    }
+}
+
 fn labelled_counter(
     out: &mut String,
     name: &str,
@@ -501,6 +569,22 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             let _ = writeln!(out, "{name}{{key=\"{l}\"}} {v}");
         }
     }
+    let over: Vec<u64> = (0..keys.len())
+        .map(|k| {
+            sum(shards, |s| {
+                s.keys.get(k).map_or(0, |m| m.over_share.load(Ordering::Relaxed))
+            })
+        })
+        .collect();
+    if over.iter().any(|&v| v > 0) {
+        out.push_str("# HELP prism_key_over_share_total Calls not sent to a provider because the key had spent its fair share of the provider's quota ([policy.fair_share]).\n# TYPE prism_key_over_share_total counter\n");
+        for (key, v) in keys.iter().zip(over) {
+            let mut l = String::new();
+            label(&mut l, key);
+            let _ = writeln!(out, "prism_key_over_share_total{{key=\"{l}\"}} {v}");
+        }
+    }
+    render_credits(out, labels, &keys, shards);
     for (i, (name, help)) in [
         (
             "prism_cache_hits_total",

@@ -13,6 +13,7 @@ fn statics(n: usize) -> Vec<ProviderStatic> {
             overflow: false,
             region_distance: 0.0,
             quota_rps: None,
+            credits: None,
         })
         .collect()
 }
@@ -46,6 +47,7 @@ fn ask() -> Ask {
         stalled: 0,
         at_block: None,
         tag: None,
+        key: 0,
     }
 }
 
