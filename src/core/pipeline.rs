@@ -47,8 +47,9 @@ pub async fn forward(
         }
         Kind::Unknown => route.recorder.metrics().unknown_method(),
         // A key's verified reads: several providers, one pinned block, no cache or dedupe.
+        // Boxed: rare, and inline its state would enlarge every call's future.
         Kind::Read if caller.verify.covers(&call.method) => {
-            return super::verify::verified(route, call, info, caller, deadline, ids).await;
+            return Box::pin(super::verify::verified(route, call, info, caller, deadline, ids)).await;
         }
         _ => {}
     }

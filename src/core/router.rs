@@ -197,18 +197,17 @@ pub fn choose(
         Strategy::Score => {
             // The latency each candidate shows now: its p50 for the family, or more while calls it has in
             // flight are far older than that (or it answered far slower just now), times its calls in flight
-            // plus one (`core::inflight`).
-            let mut costs = [0f64; 64];
+            // plus one (`core::inflight`). Written into `scores` first, then turned into scores in place.
+            let mut scores = [0f64; 64];
             let mut max_cost = 1f64;
             for (k, &i) in cand.iter().enumerate() {
                 let p50 = health
                     .providers
                     .get(i.index())
                     .map_or(0, |h| h.figures(ask.family).p50_us) as f64;
-                costs[k] = pressure.cost(i, p50);
-                max_cost = max_cost.max(costs[k]);
+                scores[k] = pressure.cost(i, p50);
+                max_cost = max_cost.max(scores[k]);
             }
-            let mut scores = [0f64; 64];
             let mut best = f64::INFINITY;
             // Peers (with `[cluster]`) may know a higher head: a provider far behind it ranks lower, but is
             // never excluded on a peer's word.
@@ -220,7 +219,7 @@ pub fn choose(
                         .load(Ordering::Relaxed)
                         .saturating_add(live.max_drift)
                         < peer_best;
-                scores[k] = (score(statics, live, health, &ask.weights, ask.family, i, costs[k] / max_cost)
+                scores[k] = (score(statics, live, health, &ask.weights, ask.family, i, scores[k] / max_cost)
                     + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })
                     / statics[i].weight;
                 best = best.min(scores[k]);
@@ -252,6 +251,7 @@ fn quota_burn(s: &ProviderStatic, live: &NetworkLive, health: &NetworkHealth, i:
 }
 
 /// A candidate's score; `latency` is its normalized latency (0..1, its cost over the candidates' highest).
+#[inline]
 fn score(
     statics: &[ProviderStatic],
     live: &NetworkLive,
