@@ -119,6 +119,9 @@ pub fn serve(
         .iter()
         .map(|n| NetworkLive::new(n, &config.policy.breaker, keys.capacity()))
         .collect();
+    for (n, live) in lives.iter().enumerate() {
+        live.quota.configure(&config, n, &keys.quota_weights());
+    }
     // Every network has room for every provider slot a reload may fill (see `config::changes`).
     let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
@@ -525,6 +528,10 @@ fn build_gen(
                 overflow: p.overflow,
                 region_distance: region_distance(config.server.region.as_deref(), p.region.as_deref()),
                 quota_rps: p.quota_rps.map(f64::from),
+                credits: c
+                    .credits
+                    .as_ref()
+                    .map(|c| Arc::new(crate::core::quota::CreditTable::new(c))),
             });
             debug_assert_eq!(p.name, c.name);
         }
@@ -542,6 +549,7 @@ fn build_gen(
             recorder: recorder.clone(),
             rotation: Cell::new(0),
             round_robin: Cell::new(0),
+            pressure: Default::default(),
             cache: match before {
                 Some(b) => b.cache.clone(),
                 None => config
@@ -569,6 +577,9 @@ fn build_gen(
                 sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
+            sync: crate::core::sync_submit::SyncSupport::new(
+                config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
+            ),
             superseded: Cell::new(false),
             logs: LogsSettings {
                 concurrency: config.limits.logs_split_concurrency,

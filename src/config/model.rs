@@ -216,6 +216,31 @@ pub struct Policy {
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
     pub hedge: HedgePolicy,
+    pub fair_share: FairSharePolicy,
+}
+
+/// `[policy.fair_share]`: when a provider's `quota_rps` is the bottleneck, keys get weighted max-min fair
+/// shares of it (`quota_weight` per key); a key over its share goes to other providers or is refused with
+/// `Retry-After` (`core::quota`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FairSharePolicy {
+    pub enabled: bool,
+}
+
+/// `credits = { default = 1, methods = { eth_call = 26 } }` on a provider: what each call costs there in
+/// the units it bills (its `quota_rps` is then credits per second).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credits {
+    #[serde(default = "one_credit")]
+    pub default: u32,
+    #[serde(default)]
+    pub methods: std::collections::BTreeMap<String, u32>,
+}
+
+fn one_credit() -> u32 {
+    1
 }
 
 /// `[policy.hedge]`: when a read's answer is later than its provider's recent p95 (for the call's family),
@@ -454,6 +479,25 @@ pub struct Provider {
     /// `[networks.providers.auth]`: headers and basic auth the provider requires (HTTP and WebSocket).
     #[serde(default)]
     pub auth: super::secrets::ProviderAuth,
+    /// Its price table: credits per method (and a default), so quota, burn and per-key cost are counted in
+    /// the units it bills. Unset: one per call.
+    #[serde(default)]
+    pub credits: Option<Credits>,
+    /// Whether it serves `eth_sendRawTransactionSync` (EIP-7966): `auto` (send it; a "method not found"
+    /// answer teaches Prism it does not, and the call is emulated), `emulate` (never sent: Prism sends
+    /// `eth_sendRawTransaction` and waits for the receipt itself), `native` (always sent, never emulated).
+    #[serde(default)]
+    pub sync_submit: SyncSubmit,
+}
+
+/// How `eth_sendRawTransactionSync` reaches a provider (`providers[].sync_submit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncSubmit {
+    #[default]
+    Auto,
+    Emulate,
+    Native,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -508,6 +552,39 @@ pub struct Key {
     pub strategy: Strategy,
     #[serde(default)]
     pub weights: Weights,
+    /// Verified reads: these methods' answers are checked against more providers (`core::verify`).
+    #[serde(default)]
+    pub verify: Option<VerifyConfig>,
+    /// Its weight in fair shares of scarce provider quota (`[policy.fair_share]`).
+    #[serde(default = "default_weight")]
+    pub quota_weight: f64,
+}
+
+/// `[[keys]] verify = { methods = [...], quorum = 2, when_short = "error" }`: the key's reads of `methods`
+/// (names, or the families `light`, `execute`, `logs`, `trace`) go to `quorum` providers at one pinned
+/// block and are answered only when that many agree byte for byte.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub methods: Vec<String>,
+    #[serde(default = "default_quorum")]
+    pub quorum: u32,
+    /// Fewer than `quorum` providers answered (down, or lagging): an error (`error`), or the answer there
+    /// is, without `x-prism-verified` (`unverified`).
+    #[serde(default)]
+    pub when_short: WhenShort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenShort {
+    #[default]
+    Error,
+    Unverified,
+}
+
+fn default_quorum() -> u32 {
+    2
 }
 
 /// Where the shared state lives: one Redis (`redis_url`) or the master Redis Sentinel names (`sentinels`).

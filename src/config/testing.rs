@@ -42,6 +42,8 @@ pub fn network(n: usize) -> Network {
                 max_logs_range: None,
                 max_logs_results: None,
                 auth: Default::default(),
+                sync_submit: Default::default(),
+                credits: None,
             })
             .collect(),
     }

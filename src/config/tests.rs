@@ -44,6 +44,28 @@ fn reference_configs_load() {
 }
 
 #[test]
+fn the_shipped_credit_tables_load() {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Table {
+        credits: super::Credits,
+    }
+    for (name, text) in [
+        ("alchemy", include_str!("../../deploy/credits/alchemy.toml")),
+        ("chainstack", include_str!("../../deploy/credits/chainstack.toml")),
+    ] {
+        let t: Table = toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(t.credits.default >= 1 && !t.credits.methods.is_empty(), "{name}");
+        for m in t.credits.methods.keys() {
+            assert!(
+                crate::rpc::methods::lookup(m).kind != crate::rpc::methods::Kind::Unknown,
+                "{name}: {m} is not a method Prism knows"
+            );
+        }
+    }
+}
+
+#[test]
 fn env_substitution_is_in_values_and_a_value_is_data() {
     let mut lookup = |n: &str, _: &str, _: bool| (n == "X").then(|| "x".to_string());
     assert_eq!(substitute("${X}/${Y:-dflt}/$$", "k", &mut lookup).unwrap(), "x/dflt/$");

@@ -37,6 +37,7 @@ use super::cache::named_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
+use super::inflight::Pressure;
 use super::judge::{error_retry_on, judge, Failure, Judged};
 use super::marks::MarkKey;
 use super::route::NetworkRoute;
@@ -192,6 +193,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 stalled: 0,
                 at_block: availability::lowest_block(&call.method, block, call.params),
                 tag: tag.map(|t| (t, route.live.tags.agreed(t).max(mark))),
+                key: caller.key,
             },
         }
     }
@@ -235,15 +237,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         loop {
             let now = self.ex.now_ms();
             let dice = fastrand::f64();
-            self.ask.stalled = route.stalled(self.info.family, now);
             let choice = if self.info.kind == Kind::Filter {
                 filter_home(route, &self.ask, now)
             } else {
+                let mut pressure = route.pressure.borrow_mut();
+                self.ask.stalled = route.pressure(self.info.family, now, &mut pressure);
                 choose(
                     &route.statics,
                     &route.live,
                     &route.live.health.load(),
                     &self.ask,
+                    &pressure,
                     now,
                     route.next_rotation_for(self.caller.strategy),
                     dice,
@@ -264,6 +268,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 Choice::Exhausted => return last.unwrap_or_else(|| self.all_down(now)),
             };
             self.ask.exclude |= i.bit();
+            // Its fair share of this provider's quota spent: not sent there; another provider may take it.
+            if let Err(over) = route.admit(i, &self.call.method, self.caller.key) {
+                last = Some(CallOutcome::Failed(ProxyError::OverShare {
+                    provider: route.upstreams[i].name.clone(),
+                    retry_after_ms: over.retry_after_ms,
+                }));
+                continue;
+            }
             attempt += 1;
             tally.made.set(tally.made.get() + 1);
             let attempts_left = max.saturating_sub(attempt) + 1;
@@ -485,6 +497,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 exclude: !self.caller.providers,
                 ..self.ask
             },
+            &Pressure::NONE,
             now,
             0,
             0.0,
@@ -520,7 +533,8 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             result,
             hedge,
         };
-        let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
+        let family = self.info.family;
+        let _guard = route.upstreams[i].in_flight(family, now_ms);
         // Pinned once, so every path awaits the same slot of this future's state (moving it into a pin
         // later gave it two), and the hedge is boxed: it is rare, and inline it would add a whole post's
         // state to every call's future and so to every connection's answer (server.rs boxes that per
@@ -539,11 +553,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return done(i, started, result, None);
         }
         // Late. The next-best provider of another operator, if the budget has a hedge.
-        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend(late.degraded)) else {
+        let Some(j) = self
+            .hedge_target(i)
+            .filter(|_| route.hedge_budget.spend(late.degraded))
+            .filter(|&j| route.admit(j, &self.call.method, self.caller.key).is_ok())
+        else {
             return done(i, started, primary.await, None);
         };
         let hedge_started = self.ex.now();
-        let _hedge_guard = super::route::InFlightGuard::new(&route.upstreams[j], self.ex.now_ms());
+        let _hedge_guard = route.upstreams[j].in_flight(family, self.ex.now_ms());
         let mut hedge = Box::pin(self.ex.post(route, j, body, deadline, true));
         let first = futures_lite::future::or(async { (false, primary.as_mut().await) }, async {
             (true, hedge.as_mut().await)
@@ -595,11 +613,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let mut ask = self.ask;
         ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
+        let mut pressure = route.pressure.borrow_mut();
+        ask.stalled = route.pressure(self.info.family, now, &mut pressure);
         match choose(
             &route.statics,
             &route.live,
             &route.live.health.load(),
             &ask,
+            &pressure,
             now,
             route.next_rotation(),
             fastrand::f64(),
@@ -989,7 +1010,16 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
             };
         }
     }
-    choose(&route.statics, live, &live.health.load(), ask, now, 0, 0.0)
+    choose(
+        &route.statics,
+        live,
+        &live.health.load(),
+        ask,
+        &Pressure::NONE,
+        now,
+        0,
+        0.0,
+    )
 }
 
 /// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].

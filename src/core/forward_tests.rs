@@ -13,7 +13,7 @@ use crate::config::{BreakerPolicy, Endpoint, RetryPolicy};
 use crate::core::route::{SubmitLimits, Upstream};
 use crate::core::router::ProviderStatic;
 use crate::core::state::NetworkLive;
-use crate::rpc::methods::lookup;
+use crate::rpc::methods::{lookup, Family};
 use crate::telemetry::metrics::ShardMetrics;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::{PoolSettings, UpstreamPool, UpstreamResponse};
@@ -154,6 +154,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
                 overflow: false,
                 region_distance: 0.0,
                 quota_rps: None,
+                credits: None,
             })
             .collect(),
         live: NetworkLive::new(&net, &breaker, 1),
@@ -164,6 +165,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         recorder: Rc::new(Recorder::new(&[n], to_aggregator, Arc::new(ShardMetrics::new(&[n], 1)))),
         rotation: Cell::new(0),
         round_robin: Cell::new(0),
+        pressure: Default::default(),
         cache: None,
         cache_depth: 64,
         inflight: None,
@@ -177,6 +179,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         solana: false,
         declared: Default::default(),
         submit: SubmitLimits::default(),
+        sync: Default::default(),
         superseded: Cell::new(false),
         logs: Default::default(),
         bodies: Default::default(),
@@ -640,4 +643,35 @@ fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
     );
     assert_eq!(result_of(&out), Some(&br#"{"number":"0x102"}"#[..]));
     assert_eq!(route.live.marks.get(finalized), 0x102);
+}
+
+#[test]
+fn a_read_leaves_a_provider_whose_call_in_flight_is_far_older_than_usual() {
+    let route = route(2, no_jitter(3));
+    let script = Script::new((0..4).map(|_| Reply::Http(200, RESULT)).collect());
+    let read = |n: u32| {
+        let out = run(
+            &route,
+            &script,
+            "eth_call",
+            &format!(r#"[{{"to":"0x{n}"}},"latest"]"#),
+            SECOND,
+        );
+        assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    };
+    // Idle providers share reads in rotation: p1, then p2 ...
+    read(1);
+    // ... and a call of another family waiting at p2 says nothing about this one.
+    let logs = route.upstreams[1].in_flight(Family::Logs, script.now_ms());
+    script.elapsed.set(script.elapsed.get() + Duration::from_millis(80));
+    read(2);
+    read(3);
+    assert_eq!(script.to(), [0, 1, 0]);
+    drop(logs);
+    // A call of the family has waited at p2 for 80 ms and nothing came back yet: the next read goes
+    // elsewhere, though no answer has taught routing anything.
+    let _stuck = route.upstreams[1].in_flight(Family::Execute, script.now_ms());
+    script.elapsed.set(script.elapsed.get() + Duration::from_millis(80));
+    read(4);
+    assert_eq!(script.to(), [0, 1, 0, 0], "the rotation would have picked p2");
 }

@@ -14,11 +14,13 @@ pub mod exchange;
 pub mod finality;
 pub mod forward;
 pub mod hedge;
+pub mod inflight;
 pub mod judge;
 pub mod logs;
 pub mod marks;
 pub mod outcome;
 pub mod pipeline;
+pub mod quota;
 /// The method table lives in the shared vocabulary (`crate::rpc::methods`).
 pub use crate::rpc::methods;
 pub mod route;
@@ -28,7 +30,10 @@ pub mod slots;
 pub mod state;
 pub mod submit;
 pub mod subs;
+pub mod sync_submit;
 pub mod txhash;
+pub mod verify;
+pub mod verify_rule;
 
 pub use crate::rpc::wire::write_upstream_call;
 pub use outcome::{CallOutcome, Caller, How, ProxyError, Source};

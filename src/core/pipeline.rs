@@ -46,6 +46,11 @@ pub async fn forward(
             }
         }
         Kind::Unknown => route.recorder.metrics().unknown_method(),
+        // A key's verified reads: several providers, one pinned block, no cache or dedupe.
+        // Boxed: rare, and inline its state would enlarge every call's future.
+        Kind::Read if caller.verify.covers(&call.method) => {
+            return Box::pin(super::verify::verified(route, call, info, caller, deadline, ids)).await;
+        }
         _ => {}
     }
     // The block parameter is read once here for the cache, dedupe and the retry loop.

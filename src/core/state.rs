@@ -365,6 +365,8 @@ pub struct NetworkLive {
     pub tags: PoolTags,
     /// Key slots of the marks table (keys + 1): the stride between an EVM caller's mark lanes.
     key_slots: usize,
+    /// Provider quota in credits and the keys' fair shares of it (`core::quota`).
+    pub quota: super::quota::QuotaLive,
 }
 
 impl NetworkLive {
@@ -389,6 +391,7 @@ impl NetworkLive {
             slots: super::sides::SlotRule::for_network(network),
             tags: PoolTags::default(),
             key_slots: keys + 1,
+            quota: super::quota::QuotaLive::new(keys + 1),
         });
         live.apply_floors(network);
         live

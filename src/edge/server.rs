@@ -135,6 +135,8 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
         },
         providers: u64::MAX,
         floor: 0,
+        verify: key.map_or(crate::core::verify::VerifyRule::OFF, |k| k.verify),
+        key: key.map_or(0, |k| k.index as u32),
     }
 }
 
@@ -460,6 +462,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 if gen.diagnostic_headers {
                     diag.write_headers(&mut self.headers, &network.route);
                 }
+                diag.write_verified(&mut self.headers);
                 let meta = |extra| ResponseMeta {
                     raw: &self.headers,
                     ..meta(extra)
@@ -476,6 +479,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                         metrics.refusal(429);
                         let retry = format!("Retry-After: {retry_after_s}");
                         write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                    }
+                    BodyReply::OverShare { retry_after_s, body } => {
+                        metrics.refusal(429);
+                        let retry = format!("Retry-After: {retry_after_s}");
+                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                        self.shard.rpc.answers.give(body);
                     }
                 }
             }

@@ -265,7 +265,7 @@ async fn handle_text(
         let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
         return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
             // Answers are UTF-8 (provider bytes are checked, Prism's own are written from strs): no copy.
-            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => {
+            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => {
                 Some(String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
             }
             BodyReply::Empty => None,

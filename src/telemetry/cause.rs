@@ -51,10 +51,12 @@ pub enum Reason {
     Throttled,
     /// Out of quota, billing, plan exhausted.
     Quota,
+    /// A verified read (`core::verify`): its answer disagreed with a settled quorum of the others.
+    Outvoted,
 }
 
 impl Reason {
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 22;
     pub const ALL: [Reason; Reason::COUNT] = [
         Reason::Http401,
         Reason::Http403,
@@ -77,6 +79,7 @@ impl Reason {
         Reason::RpcError,
         Reason::Throttled,
         Reason::Quota,
+        Reason::Outvoted,
     ];
 
     /// The label value: `http_401`, `timeout`, ...
@@ -103,6 +106,7 @@ impl Reason {
             Reason::RpcError => "rpc_error",
             Reason::Throttled => "throttled",
             Reason::Quota => "quota",
+            Reason::Outvoted => "outvoted",
         }
     }
 
@@ -130,6 +134,7 @@ impl Reason {
             Reason::Dns => Some("the provider's host name does not resolve"),
             Reason::Tls => Some("TLS failed: check the URL's scheme and the provider's certificate"),
             Reason::WrongChain => Some("the provider serves another chain than the network's chain_id"),
+            Reason::Outvoted => Some("its answers disagree with other providers at the same block"),
             _ => None,
         }
     }

@@ -81,11 +81,16 @@ pub struct ProviderMetrics {
 pub struct KeyMetrics {
     requests: AtomicU64,
     throttled: AtomicU64,
+    /// Calls not sent to a provider because the key had spent its fair share of its quota.
+    over_share: AtomicU64,
 }
 
 pub struct NetMetrics {
     methods: Vec<MethodMetrics>,
     providers: Vec<ProviderMetrics>,
+    /// Credits each key cost at each provider (`core::quota`): `[key * providers + provider]`, made when a
+    /// provider with a price table is first used (sized for the providers configured then).
+    credits: std::sync::OnceLock<(usize, Box<[AtomicU64]>)>,
 }
 
 /// One shard's metrics.
@@ -111,6 +116,11 @@ pub struct ShardMetrics {
     /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
     /// [`Submitted`].
     submitted: [AtomicU64; 4],
+    /// `eth_sendRawTransactionSync` emulated at a provider that lacks it: answered with the receipt, or
+    /// EIP-7966's timeout error.
+    sync_emulated: [AtomicU64; 2],
+    /// Verified reads, by how they ended, see [`Verified`].
+    verified: [AtomicU64; 5],
     /// Calls of methods the table does not know (sent once, as writes are).
     unknown_methods: AtomicU64,
 }
@@ -126,6 +136,21 @@ pub enum Submitted {
     AlreadyKnown = 2,
     /// "nonce too low", and a lookup found this very transaction mined: answered as a success.
     MinedBefore = 3,
+}
+
+/// How a verified read ended (see `core::verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// The first providers asked agreed.
+    Agreed = 0,
+    /// Two disagreed and more providers settled it: a quorum agreed, the outvoted one was counted.
+    Settled = 1,
+    /// No quorum agreed: -32097.
+    Disagreed = 2,
+    /// Fewer than the quorum answered: -32096.
+    Short = 3,
+    /// Fewer than the quorum answered and the key takes the answer there is (`when_short = "unverified"`).
+    Unverified = 4,
 }
 
 /// How an error the classifier does not know (on a read) was settled.
@@ -188,6 +213,7 @@ impl ShardMetrics {
                 .map(|&p| NetMetrics {
                     methods: (0..=KNOWN_METHODS.len()).map(|_| MethodMetrics::default()).collect(),
                     providers: (0..p).map(|_| ProviderMetrics::default()).collect(),
+                    credits: std::sync::OnceLock::new(),
                 })
                 .collect(),
             keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
@@ -199,12 +225,23 @@ impl ShardMetrics {
             settled: Default::default(),
             hedges: Default::default(),
             submitted: Default::default(),
+            sync_emulated: Default::default(),
+            verified: Default::default(),
             unknown_methods: AtomicU64::new(0),
         }
     }
 
     pub fn submitted(&self, how: Submitted) {
         self.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An emulated `eth_sendRawTransactionSync` ended: with its receipt, or timed out (EIP-7966 code 4).
+    pub fn sync_emulated(&self, receipt: bool) {
+        self.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn verified(&self, how: Verified) {
+        self.verified[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn unknown_method(&self) {
@@ -306,6 +343,28 @@ impl ShardMetrics {
         }
     }
 
+    /// A call of key slot `key` was not sent to a provider: over its fair share of its quota.
+    pub fn over_share(&self, key: usize) {
+        if let Some(k) = self.keys.get(key) {
+            k.over_share.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `credits` spent by key slot `key` at provider `p` of network `net` (`providers`: how many the
+    /// network has now, which sizes the table on first use; a provider added later is not counted).
+    pub fn credits(&self, net: usize, key: usize, p: crate::rpc::ProviderId, providers: usize, credits: u64) {
+        let Some(n) = self.networks.get(net) else { return };
+        let (width, table) = n.credits.get_or_init(|| {
+            let width = providers.max(1);
+            (width, (0..width * self.keys.len()).map(|_| AtomicU64::new(0)).collect())
+        });
+        if p.index() < *width {
+            if let Some(c) = table.get(key * width + p.index()) {
+                c.fetch_add(credits, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub fn refusal(&self, status: u16) {
         if let Some((_, c)) = self.refusals.iter().find(|(s, _)| *s == status) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -366,6 +425,46 @@ pub struct Labels<'a> {
 }
 
 /// One counter family with a single label: HELP, TYPE, then one line per label value.
+/// `prism_credits_total{network,key,provider}`: what each key cost at each provider with a price table, in
+/// its credits (only networks where one was used; only the pairs with any).
+fn render_credits(out: &mut String, labels: &Labels<'_>, keys: &[&str], shards: &[&ShardMetrics]) {
+    let mut header = false;
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        let Some(width) = shards
+            .iter()
+            .find_map(|s| s.networks.get(n).and_then(|m| m.credits.get()).map(|c| c.0))
+        else {
+            continue;
+        };
+        for (k, key) in keys.iter().enumerate() {
+            for (p, entry) in providers.iter().enumerate().take(width) {
+                let Some((provider, _)) = entry else { continue };
+                let v = sum(shards, |s| {
+                    s.networks
+                        .get(n)
+                        .and_then(|m| m.credits.get())
+                        .and_then(|c| c.1.get(k * c.0 + p))
+                        .map_or(0, |c| c.load(Ordering::Relaxed))
+                });
+                if v == 0 {
+                    continue;
+                }
+                if !header {
+                    header = true;
+                    out.push_str("# HELP prism_credits_total Credits each key cost at each provider with a price table, in the units the provider bills.\n# TYPE prism_credits_total counter\n");
+                }
+                let (mut kl, mut pl) = (String::new(), String::new());
+                label(&mut kl, key);
+                label(&mut pl, provider);
+                let _ = writeln!(
+                    out,
+                    "prism_credits_total{{network=\"{net}\",key=\"{kl}\",provider=\"{pl}\"}} {v}"
+                );
+            }
+        }
+    }
+}
+
 fn labelled_counter(
     out: &mut String,
     name: &str,
@@ -544,6 +643,22 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             let _ = writeln!(out, "{name}{{key=\"{l}\"}} {v}");
         }
     }
+    let over: Vec<u64> = (0..keys.len())
+        .map(|k| {
+            sum(shards, |s| {
+                s.keys.get(k).map_or(0, |m| m.over_share.load(Ordering::Relaxed))
+            })
+        })
+        .collect();
+    if over.iter().any(|&v| v > 0) {
+        out.push_str("# HELP prism_key_over_share_total Calls not sent to a provider because the key had spent its fair share of the provider's quota ([policy.fair_share]).\n# TYPE prism_key_over_share_total counter\n");
+        for (key, v) in keys.iter().zip(over) {
+            let mut l = String::new();
+            label(&mut l, key);
+            let _ = writeln!(out, "prism_key_over_share_total{{key=\"{l}\"}} {v}");
+        }
+    }
+    render_credits(out, labels, &keys, shards);
     for (i, (name, help)) in [
         (
             "prism_cache_hits_total",
@@ -627,6 +742,22 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         "how",
         &["lost_found", "lost_unresolved", "already_known", "mined_before"],
         |i| sum(shards, |s| s.submitted[i].load(Ordering::Relaxed)),
+    );
+    labelled_counter(
+        out,
+        "prism_sync_submissions_emulated_total",
+        "eth_sendRawTransactionSync calls sent as eth_sendRawTransaction to a provider that lacks the method, by how Prism's wait for the receipt ended.",
+        "outcome",
+        &["receipt", "timeout"],
+        |i| sum(shards, |s| s.sync_emulated[i].load(Ordering::Relaxed)),
+    );
+    labelled_counter(
+        out,
+        "prism_verified_reads_total",
+        "Verified reads (keys with verify): agreed at once, settled by more providers after a disagreement, disagreed (-32097), short of a quorum (-32096), answered unverified (when_short).",
+        "outcome",
+        &["agreed", "settled", "disagreed", "short", "unverified"],
+        |i| sum(shards, |s| s.verified[i].load(Ordering::Relaxed)),
     );
     let _ = writeln!(
         out,
