@@ -11,7 +11,7 @@ use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use crate::core::outcome::TxRef;
+use crate::core::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
 use crate::core::{CallOutcome, Caller, ProxyError};
 use crate::http1::SpareBufs;
 use crate::rpc::methods::method_index;
@@ -24,8 +24,6 @@ pub const INVALID_REQUEST: i32 = -32600;
 pub const UNAUTHORIZED: i32 = -32001;
 /// Over the key's rate limit (the code providers use for it), or over a subscription limit.
 pub const RATE_LIMITED: i32 = -32005;
-/// The answer would exceed `limits.max_answer_bytes` (geth's code for a response too large).
-pub const ANSWER_TOO_LARGE: i32 = -32003;
 
 /// What the edge writes back.
 pub enum BodyReply {
@@ -164,10 +162,7 @@ pub async fn handle_body(
 
 fn answer_too_large(max: usize) -> Vec<u8> {
     let mut out = Vec::new();
-    let message = format!(
-        "Answer too large: the answers to this request exceed limits.max_answer_bytes ({max} bytes); ask for less or split the batch"
-    );
-    write_error(&mut out, None, ANSWER_TOO_LARGE, &message, None);
+    write_error(&mut out, None, ANSWER_TOO_LARGE, &answer_too_large_message(max), None);
     out
 }
 
