@@ -256,6 +256,9 @@ fn each_size_limit_has_its_own_code_and_names_itself() {
     // 100 KiB blocks: ten of them are over a 512 KiB max_answer_bytes, one is not.
     let block = format!(r#"{{"hash":"{BLOCK}","extraData":"0x{}"}}"#, "ab".repeat(50 * 1024));
     fake.set_reply("eth_getBlockByHash", Reply::Result(block.clone()));
+    // 600 KiB of receipts: under max_response_bytes, over max_answer_bytes on its own.
+    let receipts = format!(r#"[{{"logsBloom":"0x{}"}}]"#, "ab".repeat(300 * 1024));
+    fake.set_reply("eth_getBlockReceipts", Reply::Result(receipts));
     let prism = Prism::builder()
         .provider(&fake)
         .limit("max_response_bytes", 1024 * 1024)
@@ -282,14 +285,18 @@ fn each_size_limit_has_its_own_code_and_names_itself() {
         block.len()
     );
     let r = prism.rpc(batch(&(0..10).map(one).collect::<Vec<_>>()).as_bytes());
-    let (err, _) = support::expect_http_error(&r, -32003);
+    let (err, id) = support::expect_http_error(&r, -32003);
+    assert_eq!(id, "null", "a batch gets one error");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("limits.max_answer_bytes (524288 bytes)"), "{err}");
+    let r = prism.rpc(call("\"r\"", "eth_getBlockReceipts", r#"["0x10"]"#).as_bytes());
+    let (err, id) = support::expect_http_error(&r, -32003);
+    assert_eq!(id, "\"r\"", "one call's error carries its id");
     assert!(
-        err["message"]
-            .as_str()
-            .unwrap()
-            .contains("limits.max_answer_bytes (524288 bytes)"),
+        err["message"].as_str().unwrap().contains("limits.max_answer_bytes"),
         "{err}"
     );
+    assert_eq!(prism.provider_state("p1"), "closed");
 }
 
 // ---- the upstream connection cap -------------------------------------------------------------------

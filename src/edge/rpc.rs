@@ -116,8 +116,18 @@ pub async fn handle_body(
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
+            let id = match &item {
+                Ok(call) => call.id,
+                Err(rejected) => rejected.id,
+            };
             let mut out = shard.answers.take_empty();
-            if handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await {
+            let answered = handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await;
+            if budget.over() {
+                // One call: its error carries the call's own id, as any other error would.
+                shard.answers.give(out);
+                return BodyReply::Body(answer_too_large(budget.max, id));
+            }
+            if answered {
                 Some(out)
             } else {
                 shard.answers.give(out);
@@ -136,7 +146,8 @@ pub async fn handle_body(
             }))
             .await;
             if budget.over() {
-                return BodyReply::Body(answer_too_large(budget.max));
+                // A batch gets one error object (id null), as for a batch refused whole.
+                return BodyReply::Body(answer_too_large(budget.max, None));
             }
             let mut out = Vec::with_capacity(2 + replies.iter().flatten().map(|r| r.len() + 1).sum::<usize>());
             out.push(b'[');
@@ -151,18 +162,15 @@ pub async fn handle_body(
             (out.len() > 2).then_some(out)
         }
     };
-    if budget.over() {
-        return BodyReply::Body(answer_too_large(budget.max));
-    }
     match reply {
         Some(b) => BodyReply::Body(b),
         None => BodyReply::Empty,
     }
 }
 
-fn answer_too_large(max: usize) -> Vec<u8> {
+fn answer_too_large(max: usize, id: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::new();
-    write_error(&mut out, None, ANSWER_TOO_LARGE, &answer_too_large_message(max), None);
+    write_error(&mut out, id, ANSWER_TOO_LARGE, &answer_too_large_message(max), None);
     out
 }
 
