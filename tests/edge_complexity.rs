@@ -242,6 +242,63 @@ fn a_batch_whose_answers_exceed_max_answer_bytes_is_refused_with_one_error() {
     assert!(expect_http_result(&prism.rpc(one(7).as_bytes()), "7").len() == big.len());
 }
 
+/// One code and one message per size limit, each naming its limit and value (README, "Limits"): an upstream
+/// answer over `limits.max_response_bytes` is -32005 with the client's id (the issue-40 report: a 200 MB
+/// `eth_getLogs` answer came back as -32603 "Upstream error: response too large", naming nothing), and
+/// answers over `limits.max_answer_bytes` are -32003. Neither blames the provider.
+#[test]
+fn each_size_limit_has_its_own_code_and_names_itself() {
+    const BLOCK: &str = "0x00000000000000000000000000000000000000000000000000000000000000aa";
+    let fake = FakeProvider::start();
+    // 2 MiB of logs for one block hash: over a 1 MiB max_response_bytes, and a filter that cannot be split.
+    let logs = format!(r#"[{{"blockHash":"{BLOCK}","data":"0x{}"}}]"#, "ab".repeat(1024 * 1024));
+    fake.set_reply("eth_getLogs", Reply::Result(logs));
+    // 100 KiB blocks: ten of them are over a 512 KiB max_answer_bytes, one is not.
+    let block = format!(r#"{{"hash":"{BLOCK}","extraData":"0x{}"}}"#, "ab".repeat(50 * 1024));
+    fake.set_reply("eth_getBlockByHash", Reply::Result(block.clone()));
+    // 600 KiB of receipts: under max_response_bytes, over max_answer_bytes on its own.
+    let receipts = format!(r#"[{{"logsBloom":"0x{}"}}]"#, "ab".repeat(300 * 1024));
+    fake.set_reply("eth_getBlockReceipts", Reply::Result(receipts));
+    let prism = Prism::builder()
+        .provider(&fake)
+        .limit("max_response_bytes", 1024 * 1024)
+        .limit("max_answer_bytes", 512 * 1024)
+        .start();
+    wait_serving(&prism, &["p1"]);
+
+    let started = Instant::now();
+    let r = prism.rpc(call("7", "eth_getLogs", &format!(r#"[{{"blockHash":"{BLOCK}"}}]"#)).as_bytes());
+    let (err, id) = support::expect_http_error(&r, -32005);
+    assert_eq!(id, "7", "the client's own id");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("limits.max_response_bytes (1048576 bytes)"),
+        "names the limit and its value: {err}"
+    );
+    assert!(started.elapsed() < WAIT, "refused promptly: {:?}", started.elapsed());
+    // Asking too much is the caller's doing: the provider stays in service.
+    assert_eq!(prism.provider_state("p1"), "closed");
+
+    let one = |i: usize| call(&i.to_string(), "eth_getBlockByHash", &format!(r#"["{BLOCK}",false]"#));
+    assert_eq!(
+        expect_http_result(&prism.rpc(one(1).as_bytes()), "1").len(),
+        block.len()
+    );
+    let r = prism.rpc(batch(&(0..10).map(one).collect::<Vec<_>>()).as_bytes());
+    let (err, id) = support::expect_http_error(&r, -32003);
+    assert_eq!(id, "null", "a batch gets one error");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("limits.max_answer_bytes (524288 bytes)"), "{err}");
+    let r = prism.rpc(call("\"r\"", "eth_getBlockReceipts", r#"["0x10"]"#).as_bytes());
+    let (err, id) = support::expect_http_error(&r, -32003);
+    assert_eq!(id, "\"r\"", "one call's error carries its id");
+    assert!(
+        err["message"].as_str().unwrap().contains("limits.max_answer_bytes"),
+        "{err}"
+    );
+    assert_eq!(prism.provider_state("p1"), "closed");
+}
+
 // ---- the upstream connection cap -------------------------------------------------------------------
 
 /// `eth_getBalance` of a distinct address per `i` (no two deduplicated).

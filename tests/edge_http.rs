@@ -349,6 +349,55 @@ fn silent_new_connection_is_closed() {
     }
 }
 
+/// A client that sends requests and never reads the answers: once a write has waited
+/// `limits.client_timeout_ms` the connection is over, and as its socket takes nothing more within
+/// `limits.close_timeout_ms` it is reset. Prism then holds no socket for it, though the client keeps the
+/// connection open (before, a write queued on the shard's ring kept the socket for as long as that).
+#[test]
+fn a_client_that_never_reads_its_answers_is_reset_and_its_socket_freed() {
+    use std::io::Write;
+    let fake = FakeProvider::start();
+    // 12 KiB answers: each is queued on the shard's ring whole.
+    fake.set_reply(
+        "eth_getBlockByHash",
+        support::Reply::Result(format!("\"0x{}\"", "ab".repeat(6000))),
+    );
+    let prism = Prism::builder()
+        .provider(&fake)
+        .limit("client_timeout_ms", 500)
+        .limit("close_timeout_ms", 200)
+        .limit("idle_timeout_ms", 60_000)
+        .start();
+    support::wait_serving(&prism, &["p1"]);
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&prism.addr().into()).unwrap();
+    let mut s: std::net::TcpStream = s.into();
+    let port = s.local_addr().unwrap().port();
+    let one = http::post(
+        "/",
+        call(
+            "1",
+            "eth_getBlockByHash",
+            r#"["0x00000000000000000000000000000000000000000000000000000000000000aa",false]"#,
+        )
+        .as_bytes(),
+    );
+    // 400 answers of 12 KiB: far more than both sockets' buffers hold.
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    for _ in 0..400 {
+        if s.write_all(&one).is_err() {
+            break;
+        }
+    }
+    assert!(support::tcp_socket_exists(prism.addr().port(), port));
+    let freed = support::wait_until(Duration::from_secs(10), || {
+        !support::tcp_socket_exists(prism.addr().port(), port)
+    });
+    assert!(freed, "Prism still holds the socket of a client that never reads");
+    drop(s);
+}
+
 /// Writes `bytes` one byte every `gap` on a clone of the stream, in the background, ignoring errors.
 fn trickle(c: &Conn, bytes: Vec<u8>, gap: Duration) -> thread::JoinHandle<()> {
     let mut s = c.stream().try_clone().unwrap();

@@ -176,3 +176,25 @@ fn a_part_that_fails_fails_the_whole_call_never_a_partial_answer() {
     let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{body}"));
     assert!(message.contains("internal error") || message.contains("7700"), "{body}");
 }
+
+/// Logs merged from parts over `limits.max_response_bytes` get the same code and message as one upstream
+/// answer over it (-32005, naming the limit and its value), never a part of them.
+#[test]
+fn logs_over_max_response_bytes_are_refused_naming_the_limit() {
+    let fake = LogsFake::start(limited(RangeStyle::QuickNode));
+    let prism = Prism::builder()
+        .limit("request_deadline_ms", 30_000)
+        .limit("max_response_bytes", 100_000)
+        .provider_url_with(&fake.url(), "")
+        .start();
+    prism.wait_provider("p1", Duration::from_secs(10), "head 20000", |r| r["head"] == 20_000);
+    // The dense stretch (20 logs a block) over 200 blocks: each part fits, the whole does not.
+    let filter = r#"{"fromBlock":"0x1388","toBlock":"0x144f"}"#;
+    assert!(LogsFake::start(Limits::NONE).answer(filter).unwrap().len() > 100_000);
+    let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{filter}]")).as_bytes());
+    let (err, id) = support::expect_http_error(&r, -32005);
+    assert_eq!(id, "1");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("limits.max_response_bytes (100000 bytes)"), "{err}");
+    assert!(message.contains("5000..=5199"), "says which blocks: {err}");
+}

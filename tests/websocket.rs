@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::wait_until as eventually;
-use support::{wait_serving, Prism, PrismBuilder};
+use support::{tcp_socket_exists, wait_serving, Prism, PrismBuilder};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::handshake::HandshakeError;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -724,6 +724,86 @@ fn slow_client_is_disconnected_while_others_keep_every_head() {
         emitted - 100,
         slow_seen.len()
     );
+}
+
+/// A client that stopped reading, its socket filling with 32 KiB heads until Prism gives up on it
+/// (`prism_ws_clients` drops): returns its subscription.
+fn stall(prism: &Prism, fake: &WsFake, slow: &mut Client) -> String {
+    let sub = slow.subscribe(json!(["newHeads"]));
+    wait_for("upstream subscription", || fake.active_subscriptions() == 1);
+    wait_metric(prism, "prism_ws_clients", 1.0);
+    for _ in 0..400 {
+        fake.advance_head(1);
+        if eventually(Duration::from_millis(20), || prism.metric("prism_ws_clients") == 0.0) {
+            return sub;
+        }
+    }
+    panic!("a client that never reads was not dropped after 400 heads of 32 KiB");
+}
+
+/// The issue-40 report: a stalled client was dropped with no close frame. A client that is slow but
+/// reads again while Prism closes it (`limits.close_timeout_ms`) finds what it was sent, then close 1008.
+#[test]
+fn a_client_too_slow_gets_close_1008_after_what_it_was_sent() {
+    let fake = WsFake::start(100);
+    fake.set_head_padding(32 * 1024);
+    let b = prism_for(&[&fake])
+        .limit("ws_max_queue", 8)
+        .limit("close_timeout_ms", 20_000);
+    let prism = start(b, &["p1"], 100);
+    let mut slow = Client::try_connect(&prism, "/", &[], Some(4096)).unwrap();
+    let sub = stall(&prism, &fake, &mut slow);
+    let mut seen = Vec::new();
+    let end = loop {
+        match slow.next(WAIT) {
+            Next::Json(v) if v["method"] == "eth_subscription" => {
+                assert_eq!(v["params"]["subscription"], sub);
+                seen.push(check_head(&v["params"]["result"]));
+            }
+            Next::Json(v) => panic!("unexpected message: {v}"),
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(end, Next::Closed(Some(CloseCode::Policy))),
+        "close 1008 after {} heads, got {end:?}",
+        seen.len()
+    );
+    let last = *seen.last().expect("the heads sent before it gave up");
+    assert_consecutive(&seen, 101, last);
+    assert!(last < fake.head(), "it was cut off");
+}
+
+/// A client that never reads again cannot be sent a close frame: its socket is full (a write waited
+/// `limits.client_timeout_ms`, so Prism gave up on it), and once `limits.close_timeout_ms` has passed
+/// Prism resets the connection, so the socket (and the bytes queued in it) is freed while the client
+/// still holds it open; the client later reads what reached it, then the reset.
+#[test]
+fn a_client_that_never_reads_again_is_reset_and_its_socket_freed() {
+    let fake = WsFake::start(100);
+    fake.set_head_padding(32 * 1024);
+    let b = prism_for(&[&fake])
+        .limit("ws_max_queue", 100_000)
+        .limit("client_timeout_ms", 300)
+        .limit("close_timeout_ms", 200);
+    let prism = start(b, &["p1"], 100);
+    let mut slow = Client::try_connect(&prism, "/", &[], Some(4096)).unwrap();
+    let port = slow.ws.get_ref().local_addr().unwrap().port();
+    assert!(
+        tcp_socket_exists(prism.addr().port(), port),
+        "Prism's side of the connection"
+    );
+    stall(&prism, &fake, &mut slow);
+    wait_for("Prism lets go of the socket", || {
+        !tcp_socket_exists(prism.addr().port(), port)
+    });
+    let end = loop {
+        match slow.next(WAIT) {
+            Next::Json(_) => {}
+            other => break other,
+        }
+    };
+    assert!(matches!(end, Next::Closed(None)), "a reset, not a close frame: {end:?}");
 }
 
 // ---- unsubscribe ---------------------------------------------------------------------------------

@@ -583,8 +583,9 @@ fn build_gen(
             superseded: Cell::new(false),
             logs: LogsSettings {
                 concurrency: config.limits.logs_split_concurrency,
-                // Past either, the answer could not reach the client anyway.
-                max_bytes: config.limits.max_response_bytes.min(config.limits.max_answer_bytes),
+                // One limit, one error: past this the call is refused with max_response_bytes' -32005;
+                // a merged answer under it but over limits.max_answer_bytes gets the edge's -32003.
+                max_bytes: config.limits.max_response_bytes,
                 declared: config.networks[index]
                     .providers
                     .iter()

@@ -146,6 +146,10 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// Messages queued for one WebSocket client before it is disconnected as too slow.
     pub ws_max_queue: usize,
+    /// How long a client connection's last bytes may take to leave (a WebSocket close frame, the rest of an
+    /// answer, then the FIN) before the connection is reset: a client that stopped reading is not waited
+    /// for, and its socket is freed.
+    pub close_timeout_ms: u64,
     /// An upstream WebSocket silent this long is pinged; silent for as long again (no pong), it is taken
     /// for dead (frozen peer, half-open TCP): reconnected and replayed. 0 turns the check off.
     pub upstream_ws_ping_ms: u64,
@@ -195,6 +199,7 @@ impl Default for Limits {
             upstream_idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
             ws_max_queue: 1024,
+            close_timeout_ms: 1_000,
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,
             record_resubscribe_per_sec: 2_000,

@@ -70,6 +70,7 @@ impl Config {
             ("limits.upstream_idle_timeout_ms", l.upstream_idle_timeout_ms),
             ("limits.max_response_bytes", l.max_response_bytes as u64),
             ("limits.ws_max_queue", l.ws_max_queue as u64),
+            ("limits.close_timeout_ms", l.close_timeout_ms),
             ("limits.upstream_max_connections", l.upstream_max_connections as u64),
             ("limits.record_resubscribe_per_sec", l.record_resubscribe_per_sec as u64),
             (

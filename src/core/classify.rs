@@ -136,7 +136,7 @@ impl std::fmt::Display for Class {
 /// not trip breakers across the pool.
 pub fn classify_transport(e: &TransportError) -> Class {
     match e {
-        TransportError::TooLarge => Class::TooLarge,
+        TransportError::TooLarge { .. } => Class::TooLarge,
         // Prism's own connection cap, not the provider: inconclusive for a probe, never counted.
         TransportError::ConnectionLimit { .. } => Class::Unsupported,
         TransportError::Unresolved
@@ -375,7 +375,8 @@ pub static RPC_RULES: &[Rule] = &[
     p(&["limit the query to"], Large),
     p(&["query must be smaller than"], Large),
     p(&["response size"], Large), // Alchemy "Log response size exceeded", 1rpc "response size should not greater than"
-    p(&["response too large"], Large), // proxyd -32020 "backend response too large"
+    p(&["response too large"], Large), // proxyd -32020 "backend response too large"; Prism's own -32005
+    p(&["answer too large"], Large), // Prism's own -32003 (limits.max_answer_bytes)
     p(&["query timeout exceeded"], Large), // Infura -32005: the query ran past its 10 s budget
     p(&["batch size"], Large),
     p(&["batch limit"], Large),

@@ -550,7 +550,7 @@ fn a_latest_read_is_held_to_the_head_the_pool_showed_lately_even_with_no_mark() 
 fn a_light_read_flooding_the_response_limit_is_the_providers_failure() {
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![
-        Reply::Transport(TransportError::TooLarge),
+        Reply::Transport(TransportError::TooLarge { max: 1 << 20 }),
         Reply::Http(200, RESULT),
     ]);
     let out = run(&route, &script, "eth_blockNumber", "[]", 10 * SECOND);

@@ -133,9 +133,21 @@ fn an_error_no_rule_knows_is_unknown_on_a_read_and_the_callers_on_a_write() {
 
 #[test]
 fn a_flood_is_the_providers_on_light_answers_and_too_large_on_heavy_ones() {
-    let light = judge(Err(TransportError::TooLarge), 1, true, false, Dialect::Evm);
+    let light = judge(
+        Err(TransportError::TooLarge { max: 1 << 20 }),
+        1,
+        true,
+        false,
+        Dialect::Evm,
+    );
     assert_eq!(light.class(), Class::ProviderFailure);
-    let heavy = judge(Err(TransportError::TooLarge), 1, false, false, Dialect::Evm);
+    let heavy = judge(
+        Err(TransportError::TooLarge { max: 1 << 20 }),
+        1,
+        false,
+        false,
+        Dialect::Evm,
+    );
     assert_eq!(heavy.class(), Class::TooLarge);
 }
 

@@ -214,13 +214,7 @@ impl Split<'_, '_> {
                     }
                     merged.blocks += part.width();
                     if merged.bytes() > self.route.logs.max_bytes {
-                        return self.refuse(
-                            span,
-                            format!(
-                                "its logs exceed {} bytes (limits.max_response_bytes)",
-                                self.route.logs.max_bytes
-                            ),
-                        );
+                        return self.too_large(span, "");
                     }
                 }
                 Part::TooLarge { provider, stated, .. } if part.width() > 1 => {
@@ -240,10 +234,7 @@ impl Split<'_, '_> {
                     return self.refuse(span, format!("the providers refuse even block {} alone", part.from));
                 }
                 Part::Oversized(_) => {
-                    return self.refuse(
-                        span,
-                        format!("the logs of block {} alone exceed limits.max_response_bytes", part.from),
-                    );
+                    return self.too_large(span, &format!(" (block {} alone)", part.from));
                 }
                 Part::Failed(outcome) => return self.part_failed(part, outcome),
             }
@@ -284,7 +275,7 @@ impl Split<'_, '_> {
                 }
             }
             outcome @ CallOutcome::Failed(ProxyError::Transport {
-                error: TransportError::TooLarge,
+                error: TransportError::TooLarge { .. },
                 ..
             }) => Part::Oversized(outcome),
             CallOutcome::Answer {
@@ -311,6 +302,14 @@ impl Split<'_, '_> {
             }),
             answer => answer,
         }
+    }
+
+    /// The logs of `span` (`detail`: which part) are over `limits.max_response_bytes`: the same code and
+    /// message as one upstream answer over it.
+    fn too_large(&self, span: Span, detail: &str) -> CallOutcome {
+        tracing::info!(network = %self.route.name, from = span.from, to = span.to, "eth_getLogs over max_response_bytes");
+        let what = format!("eth_getLogs over blocks {}..={}{detail}", span.from, span.to);
+        CallOutcome::Failed(ProxyError::response_too_large(self.route.logs.max_bytes, &what))
     }
 
     fn refuse(&self, span: Span, why: String) -> CallOutcome {

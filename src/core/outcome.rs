@@ -158,9 +158,41 @@ impl ProxyError {
             ProxyError::Disagreement { .. } => DISAGREEMENT,
             ProxyError::ShortOfQuorum { .. } => SHORT_OF_QUORUM,
             ProxyError::OverShare { .. } => -32005,
+            ProxyError::Transport {
+                error: TransportError::TooLarge { .. },
+                ..
+            } => RESPONSE_TOO_LARGE,
             _ => -32603,
         }
     }
+
+    /// Over `limits.max_response_bytes` (`max`): `what` is the answer that was, in the client's terms.
+    pub fn response_too_large(max: usize, what: &str) -> ProxyError {
+        ProxyError::Rejected {
+            code: RESPONSE_TOO_LARGE,
+            message: response_too_large_message(max, what),
+        }
+    }
+}
+
+/// One code per size limit, so a client can tell which one it hit (README, "Limits"). Over
+/// `limits.max_response_bytes` (one upstream answer, or an `eth_getLogs` merged from parts): EIP-1474's
+/// "limit exceeded", the code providers give a too-wide `eth_getLogs`.
+pub const RESPONSE_TOO_LARGE: i32 = -32005;
+/// Over `limits.max_answer_bytes` (everything one request is answered with, a whole batch): geth's code
+/// for its own batch answer limit.
+pub const ANSWER_TOO_LARGE: i32 = -32003;
+
+/// The message of [`RESPONSE_TOO_LARGE`]: names the limit and its value, then what was over it.
+pub fn response_too_large_message(max: usize, what: &str) -> String {
+    format!("Response too large: {what} exceeds limits.max_response_bytes ({max} bytes); ask for less")
+}
+
+/// The message of [`ANSWER_TOO_LARGE`].
+pub fn answer_too_large_message(max: usize) -> String {
+    format!(
+        "Answer too large: the answers to this request exceed limits.max_answer_bytes ({max} bytes); ask for less or split the batch"
+    )
 }
 
 /// A verified read (`core::verify`): the providers asked answered differently.
@@ -192,6 +224,10 @@ impl std::fmt::Display for ProxyError {
                 error: TransportError::Timeout { .. },
                 ..
             } => f.write_str("Upstream timeout"),
+            ProxyError::Transport {
+                error: TransportError::TooLarge { max },
+                ..
+            } => f.write_str(&response_too_large_message(*max, "the upstream's answer")),
             ProxyError::Transport { error, .. } => write!(f, "Upstream error: {error}"),
             ProxyError::Status { status, .. } => write!(f, "Upstream error: HTTP {status}"),
             ProxyError::BadResponse { why, .. } => write!(f, "Upstream error: {why}"),

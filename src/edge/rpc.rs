@@ -11,7 +11,7 @@ use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use crate::core::outcome::TxRef;
+use crate::core::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
 use crate::core::{CallOutcome, Caller, ProxyError};
 use crate::http1::SpareBufs;
 use crate::rpc::methods::method_index;
@@ -24,8 +24,6 @@ pub const INVALID_REQUEST: i32 = -32600;
 pub const UNAUTHORIZED: i32 = -32001;
 /// Over the key's rate limit (the code providers use for it), or over a subscription limit.
 pub const RATE_LIMITED: i32 = -32005;
-/// The answer would exceed `limits.max_answer_bytes` (geth's code for a response too large).
-pub const ANSWER_TOO_LARGE: i32 = -32003;
 
 /// What the edge writes back.
 pub enum BodyReply {
@@ -124,8 +122,18 @@ pub async fn handle_body(
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
+            let id = match &item {
+                Ok(call) => call.id,
+                Err(rejected) => rejected.id,
+            };
             let mut out = shard.answers.take_empty();
-            if handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await {
+            let answered = handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await;
+            if budget.over() {
+                // One call: its error carries the call's own id, as any other error would.
+                shard.answers.give(out);
+                return BodyReply::Body(answer_too_large(budget.max, id));
+            }
+            if answered {
                 if let Some(ms) = diag.over_share() {
                     return BodyReply::OverShare {
                         retry_after_s: ms.div_ceil(1000).max(1),
@@ -150,7 +158,8 @@ pub async fn handle_body(
             }))
             .await;
             if budget.over() {
-                return BodyReply::Body(answer_too_large(budget.max));
+                // A batch gets one error object (id null), as for a batch refused whole.
+                return BodyReply::Body(answer_too_large(budget.max, None));
             }
             let mut out = Vec::with_capacity(2 + replies.iter().flatten().map(|r| r.len() + 1).sum::<usize>());
             out.push(b'[');
@@ -165,21 +174,15 @@ pub async fn handle_body(
             (out.len() > 2).then_some(out)
         }
     };
-    if budget.over() {
-        return BodyReply::Body(answer_too_large(budget.max));
-    }
     match reply {
         Some(b) => BodyReply::Body(b),
         None => BodyReply::Empty,
     }
 }
 
-fn answer_too_large(max: usize) -> Vec<u8> {
+fn answer_too_large(max: usize, id: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::new();
-    let message = format!(
-        "Answer too large: the answers to this request exceed limits.max_answer_bytes ({max} bytes); ask for less or split the batch"
-    );
-    write_error(&mut out, None, ANSWER_TOO_LARGE, &message, None);
+    write_error(&mut out, id, ANSWER_TOO_LARGE, &answer_too_large_message(max), None);
     out
 }
 

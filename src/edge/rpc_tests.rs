@@ -182,8 +182,9 @@ fn every_proxy_error_makes_a_valid_reply_with_its_code() {
 
 #[test]
 fn answer_too_large_is_a_valid_error_naming_the_limit() {
-    let (id, error) = error_reply(&answer_too_large(4096));
+    let (id, error) = error_reply(&answer_too_large(4096, None));
     assert_eq!(id, serde_json::Value::Null);
+    assert_eq!(error_reply(&answer_too_large(4096, Some(b"\"a\""))).0, "a");
     assert_eq!(error["code"], ANSWER_TOO_LARGE);
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("limits.max_answer_bytes (4096 bytes)"), "{message}");

@@ -5,6 +5,8 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::os::fd::{AsRawFd, RawFd};
+
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::diagnosis::Diagnosis;
@@ -45,16 +47,18 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                 shard.open_local.set(shard.open_local.get() + 1);
                 let guard = ConnGuard(shard.clone());
                 if open > shard.gen().limits.max_connections {
+                    let close_timeout = Duration::from_millis(shard.gen().limits.close_timeout_ms);
                     spawn(async move {
                         let _guard = guard;
-                        refuse_overload(stream).await;
+                        refuse_overload(stream, close_timeout).await;
                     });
                 } else {
                     let shard = shard.clone();
                     spawn(async move {
                         let _guard = guard;
+                        let fd = stream.as_raw_fd();
                         match &shard.tls {
-                            None => Connection::new(stream, &shard).run().await,
+                            None => Connection::new(stream, fd, &shard).run().await,
                             // Boxed so a plain connection's task does not carry the TLS state's size.
                             Some(tls) => {
                                 Box::pin(async {
@@ -62,7 +66,7 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                                     let until =
                                         Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
                                     match timeout_at(until, acceptor.accept(stream)).await {
-                                        Ok(Ok(tls_stream)) => Connection::new(tls_stream, &shard).run().await,
+                                        Ok(Ok(tls_stream)) => Connection::new(tls_stream, fd, &shard).run().await,
                                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                                         Err(_) => tracing::debug!("TLS handshake timed out"),
                                     }
@@ -102,17 +106,28 @@ impl Drop for ConnGuard {
     }
 }
 
-async fn refuse_overload(mut stream: TcpStream) {
+async fn refuse_overload(mut stream: TcpStream, close_timeout: Duration) {
     let mut body = Vec::new();
     write_error(&mut body, None, -32603, "Too many connections", None);
     let mut out = Vec::new();
     write_http(&mut out, 503, &body, &ResponseMeta::default());
-    let deadline = Instant::now() + Duration::from_secs(1);
-    let _ = timeout_at(deadline, async {
+    let fd = stream.as_raw_fd();
+    let written = timeout_at(Instant::now() + close_timeout, async {
         let _ = stream.write_all(&out).await;
         let _ = stream.close().await;
     })
     .await;
+    if written.is_err() {
+        crate::runtime::net::reset(fd);
+    }
+}
+
+/// Closes a connection: its last bytes and the FIN, if the socket takes them within `within`; otherwise
+/// (a client that stopped reading) a reset, so the socket is freed now instead of when the client reads.
+pub async fn close_or_reset<S: AsyncWrite + Unpin>(stream: &mut S, fd: RawFd, within: Duration) {
+    if timeout_at(Instant::now() + within, stream.close()).await.is_err() {
+        crate::runtime::net::reset(fd);
+    }
 }
 
 /// How reading the next request ended when it did not produce one.
@@ -152,6 +167,8 @@ struct Upgrade {
 struct Connection<'s, S> {
     upgrade: Option<Upgrade>,
     stream: S,
+    /// The socket under `stream` (TLS or not), to reset it when it cannot be closed in time.
+    fd: RawFd,
     buf: ReadBuf,
     out: Vec<u8>,
     /// The diagnostic header lines of the response being written (kept: no allocation per request).
@@ -160,10 +177,11 @@ struct Connection<'s, S> {
 }
 
 impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
-    fn new(stream: S, shard: &'s Shard) -> Self {
+    fn new(stream: S, fd: RawFd, shard: &'s Shard) -> Self {
         Connection {
             upgrade: None,
             stream,
+            fd,
             buf: ReadBuf::idle(IDLE_READ),
             out: Vec::new(),
             headers: Vec::new(),
@@ -175,14 +193,14 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         loop {
             let (head, body) = match self.read_request().await {
                 Ok(r) => r,
-                Err(NoRequest::Quiet) => return,
+                Err(NoRequest::Quiet) => return self.finish().await,
                 Err(NoRequest::Refuse(status, why)) => {
                     let mut body = Vec::new();
                     write_error(&mut body, None, INVALID_REQUEST, why, None);
                     self.out.clear();
                     write_http(&mut self.out, status, &body, &ResponseMeta::default());
                     let _ = self.write_out().await;
-                    return;
+                    return self.finish().await;
                 }
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
@@ -199,11 +217,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             let keep_alive = answering.await && keep_alive;
             self.shard.spare_bodies.give(body);
             if let Some(up) = self.upgrade.take() {
-                let Connection { stream, shard, .. } = self;
+                let Connection { stream, fd, shard, .. } = self;
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
                 // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
                 Box::pin(super::ws::serve_client(
                     stream,
+                    fd,
                     shard,
                     &up.gen.networks[up.route],
                     up.caller,
@@ -221,10 +240,16 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 self.out = Vec::new();
             }
             if !keep_alive {
-                let _ = self.stream.close().await;
-                return;
+                return self.finish().await;
             }
         }
+    }
+
+    /// The connection is over: FIN after the last bytes, or a reset when the client does not take them
+    /// within `limits.close_timeout_ms`.
+    async fn finish(mut self) {
+        let within = Duration::from_millis(self.shard.gen().limits.close_timeout_ms);
+        close_or_reset(&mut self.stream, self.fd, within).await;
     }
 
     async fn write_out(&mut self) -> bool {

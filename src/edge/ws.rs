@@ -1,9 +1,13 @@
 //! Client WebSockets on the RPC path: the same keys, allowlists and limits as HTTP, any JSON-RPC call,
 //! plus `eth_subscribe` / `eth_unsubscribe` served by the shard's subscription hub. Each client has a bounded
-//! send queue: one that cannot keep up is closed with a reason instead of growing memory. Idle clients are
-//! pinged, and dropped when they do not answer.
+//! send queue: one that cannot keep up (its queue full, or one write waiting `limits.client_timeout_ms`) is
+//! closed with 1008 "client too slow" instead of growing memory. Idle clients are pinged, and dropped when
+//! they do not answer. The close frame follows what was already sent, if the socket takes it within
+//! `limits.close_timeout_ms`; a client that stopped reading altogether is reset instead, so its socket does
+//! not wait for it.
 
 use std::cell::RefCell;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +38,7 @@ pub fn accept_key(key: &[u8]) -> String {
 /// Serves one upgraded connection until either side closes.
 pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
+    fd: RawFd,
     shard: &Shard,
     network: &Network,
     caller: Caller,
@@ -62,29 +67,30 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     // A write that cannot finish within the slow-client timeout means the client stopped reading.
     let write_timeout = Duration::from_millis(limits.client_timeout_ms);
     let writer = async {
-        while let Some(msg) = out.pop().await {
+        let end = loop {
+            let Some(msg) = out.pop().await else { break End::Done };
             if out.overflowed() {
-                break; // what is still queued will not be read in time either
+                break End::QueueFull; // what is still queued will not be read in time either
             }
-            match timeout_at(Instant::now() + write_timeout, sink.send(msg)).await {
-                Ok(Ok(())) => {}
-                _ => return,
+            // A write waiting for the client ends early when the queue overflows meanwhile.
+            let sent = futures_lite::future::or(
+                async { Some(timeout_at(Instant::now() + write_timeout, sink.send(msg)).await) },
+                async {
+                    overflow(&out).await;
+                    None
+                },
+            )
+            .await;
+            match sent {
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(_))) => break End::Broken,
+                Some(Err(_)) => break End::Stalled,
+                None => break End::QueueFull,
             }
-        }
-        let (code, reason) = if out.overflowed() {
-            (CloseCode::Policy, "client too slow: send queue full")
-        } else {
-            (CloseCode::Away, "closing")
         };
-        let close = Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }));
-        let _ = timeout_at(Instant::now() + Duration::from_secs(1), async {
-            let _ = sink.send(close).await;
-            let _ = sink.close().await;
-        })
-        .await;
+        // The reader stops too (it may be waiting for a frame from a client that went quiet).
+        out.close();
+        end
     };
     let reader = async {
         let idle = Duration::from_millis(limits.idle_timeout_ms);
@@ -172,7 +178,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     };
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
     // as soon as the writer gives up on it.
-    futures_lite::future::zip(reader, writer).await;
+    let ((), end) = futures_lite::future::zip(reader, writer).await;
     if let Some(session) = &solana {
         session.close();
     }
@@ -183,6 +189,53 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         .subscriptions
         .set(shard.subscriptions.get().saturating_sub(counted.get()));
     metrics.ws_clients(-1);
+    // The session is over; what is left is telling the client, when its socket can take it.
+    let (code, reason) = match end {
+        End::Broken => return,
+        End::QueueFull => (CloseCode::Policy, "client too slow: send queue full"),
+        End::Stalled => (CloseCode::Policy, "client too slow: not reading"),
+        End::Done => (CloseCode::Away, "closing"),
+    };
+    if matches!(end, End::QueueFull | End::Stalled) {
+        tracing::debug!(reason, "WebSocket client dropped");
+    }
+    let close = Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }));
+    // The frame goes after whatever part of a message is still on its way; FIN after the frame.
+    let within = Duration::from_millis(shard.gen().limits.close_timeout_ms);
+    let closed = timeout_at(Instant::now() + within, async {
+        let _ = sink.send(close).await;
+        let _ = sink.close().await;
+    })
+    .await;
+    if closed.is_err() {
+        // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
+        // holds are freed now rather than when (if ever) the client reads.
+        crate::runtime::net::reset(fd);
+    }
+}
+
+/// How a client's writer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The queue was closed (the client left, went idle, or the shard shuts down) and drained.
+    Done,
+    /// More messages waited than `limits.ws_max_queue`.
+    QueueFull,
+    /// One write waited `limits.client_timeout_ms`: the client stopped reading.
+    Stalled,
+    /// The socket failed: nothing more can be sent.
+    Broken,
+}
+
+/// Resolves when `out` overflows (never when it is closed any other way).
+async fn overflow(out: &Outbox) {
+    out.closed().await;
+    if !out.overflowed() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Subscriptions this connection holds now (EVM and Solana).

@@ -4,6 +4,7 @@ mod deadlines;
 pub mod hangup;
 pub mod memory;
 pub mod queue;
+mod reset;
 pub mod shards;
 mod shutdown;
 mod spare_box;
@@ -21,6 +22,7 @@ pub use time::{sleep, timeout_at, Elapsed};
 
 /// Sockets of the shard's own io_uring ring.
 pub mod net {
+    pub use super::reset::reset;
     pub use glommio::net::{TcpListener, TcpStream};
 }
 

@@ -283,6 +283,83 @@ fn writes_to_a_peer_that_reset_fail_instead_of_hanging() {
     });
 }
 
+/// Whether the kernel still holds a TCP socket from local port `from` to port `to` (`/proc/net/tcp`):
+/// a socket lives on after its descriptor is closed while a ring write holds it.
+fn tcp_socket_exists(from: u16, to: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let want = (format!(":{from:04X}"), format!(":{to:04X}"));
+    table.lines().skip(1).any(|line| {
+        let mut cols = line.split_whitespace().skip(1);
+        let (local, remote) = (cols.next().unwrap_or(""), cols.next().unwrap_or(""));
+        local.ends_with(&want.0) && remote.ends_with(&want.1)
+    })
+}
+
+/// A peer that keeps its connection open and never reads: a write queued on the ring waits for room that
+/// never comes, and the runtime keeps the socket for it even after its stream is dropped. `reset` ends the
+/// wait: the kernel lets go of the socket while the peer still does not read, and the peer gets a reset,
+/// not the rest. (Without it the socket stays until the peer reads: the test fails at "still held".)
+#[test]
+fn a_reset_frees_a_socket_whose_queued_write_waits_on_a_peer_that_never_reads() {
+    let listener = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener.set_recv_buffer_size(4096).unwrap();
+    listener
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    listener.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let (go, gate) = mpsc::channel::<()>();
+    let (tx, ended) = mpsc::channel::<std::io::Result<usize>>();
+    std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut s: std::net::TcpStream = s.into();
+        gate.recv().unwrap();
+        let mut got = 0;
+        let mut buf = vec![0u8; 64 * 1024];
+        let end = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break Ok(got),
+                Ok(n) => got += n,
+                Err(e) => break Err(e),
+            }
+        };
+        let _ = tx.send(end);
+    });
+    on_shard(async move {
+        use std::os::fd::AsRawFd;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let fd = s.as_raw_fd();
+        let port = s.local_addr().unwrap().port();
+        assert!(tcp_socket_exists(port, addr.port()));
+        // Fill both buffers: each 16 KiB write is queued and reported done; the next waits for it.
+        let chunk = pattern(16 * 1024);
+        let mut stalled = false;
+        for _ in 0..10_000 {
+            let until = Instant::now() + Duration::from_millis(200);
+            if timeout_at(until, s.write_all(&chunk)).await.is_err() {
+                stalled = true;
+                break;
+            }
+        }
+        assert!(stalled, "the peer never reads: some write must wait");
+        super::net::reset(fd);
+        drop(s);
+        let until = deadline();
+        while tcp_socket_exists(port, addr.port()) {
+            assert!(Instant::now() < until, "the socket is still held by its queued write");
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    go.send(()).unwrap();
+    let end = ended
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the peer's read hung");
+    assert!(
+        matches!(&end, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the peer should see a reset, got {end:?}"
+    );
+}
+
 /// Waits until `count` reaches `n`, polling it; fails the test at the deadline.
 async fn reach(count: &std::cell::Cell<usize>, n: usize, what: &str) {
     let until = deadline();

@@ -40,8 +40,10 @@ pub enum TransportError {
     },
     /// The response is not HTTP/1.1 we can read, or its framing is broken.
     Malformed(&'static str),
-    /// The response exceeds `limits.max_response_bytes`.
-    TooLarge,
+    /// The response exceeds `limits.max_response_bytes` (`max`): it was not read further.
+    TooLarge {
+        max: usize,
+    },
     /// All `limits.upstream_max_connections` connections to this upstream on this shard stayed busy until
     /// the deadline. Prism's own limit: nothing was sent, and it is never the provider's failure.
     ConnectionLimit {
@@ -54,7 +56,7 @@ impl TransportError {
     pub fn maybe_sent(&self) -> bool {
         match self {
             TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
-            TransportError::Malformed(_) | TransportError::TooLarge => true,
+            TransportError::Malformed(_) | TransportError::TooLarge { .. } => true,
             TransportError::Unresolved
             | TransportError::Refused
             | TransportError::Connect(_)
@@ -73,7 +75,7 @@ impl TransportError {
             TransportError::Timeout { .. } => Reason::Timeout,
             TransportError::Reset { .. } => Reason::Reset,
             TransportError::Malformed(_) => Reason::Malformed,
-            TransportError::TooLarge => Reason::TooLarge,
+            TransportError::TooLarge { .. } => Reason::TooLarge,
             TransportError::ConnectionLimit { .. } => return None,
         })
     }
@@ -89,7 +91,9 @@ impl fmt::Display for TransportError {
             TransportError::Timeout { .. } => f.write_str("timed out"),
             TransportError::Reset { .. } => f.write_str("connection reset"),
             TransportError::Malformed(why) => write!(f, "malformed response: {why}"),
-            TransportError::TooLarge => f.write_str("response too large"),
+            TransportError::TooLarge { max } => {
+                write!(f, "response over limits.max_response_bytes ({max} bytes)")
+            }
             TransportError::ConnectionLimit { max } => write!(
                 f,
                 "Upstream connection limit: all {max} connections to this provider are busy (limits.upstream_max_connections)"

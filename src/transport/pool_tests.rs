@@ -401,7 +401,10 @@ fn answer_over_max_response_bytes_is_too_large_and_not_reused() {
         },
     );
     run(async {
-        assert_eq!(post(&pool, "big").await.unwrap_err(), TransportError::TooLarge);
+        assert_eq!(
+            post(&pool, "big").await.unwrap_err(),
+            TransportError::TooLarge { max: 1000 }
+        );
         assert!(pool.idle.borrow().is_empty());
         assert_eq!(text(&post(&pool, "next").await.unwrap()), "re:next");
     });

@@ -116,7 +116,7 @@ pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamR
         match framing {
             Framing::Length(len) => {
                 if len > max_body {
-                    return Err(TransportError::TooLarge);
+                    return Err(TransportError::TooLarge { max: max_body });
                 }
                 // Reserve what a few reads bring, not what the head promises: a hostile Content-Length of
                 // max_body on every pooled request must not allocate that much up front.
@@ -132,7 +132,7 @@ pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamR
                 let mut decoder = ChunkedDecoder::new(max_body);
                 loop {
                     let used = decoder.decode(conn.buf.filled(), &mut body).map_err(|e| match e {
-                        crate::http1::ChunkError::TooLarge => TransportError::TooLarge,
+                        crate::http1::ChunkError::TooLarge => TransportError::TooLarge { max: max_body },
                         crate::http1::ChunkError::Malformed => TransportError::Malformed("bad chunked encoding"),
                     })?;
                     conn.buf.consume(used);
@@ -147,7 +147,7 @@ pub async fn read_response(conn: &mut Conn, max_body: usize) -> Result<UpstreamR
                 loop {
                     let n = conn.buf.len();
                     if body.len() + n > max_body {
-                        return Err(TransportError::TooLarge);
+                        return Err(TransportError::TooLarge { max: max_body });
                     }
                     conn.buf.take_into(n, &mut body);
                     match conn.buf.read_from(&mut conn.stream, 16 * 1024).await {

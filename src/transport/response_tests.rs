@@ -302,7 +302,10 @@ fn close_mid_chunked_body_is_a_reset() {
 fn content_length_over_the_limit_is_refused_before_reading_the_body() {
     // The body never comes: the promise alone is enough to refuse.
     let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n".to_vec();
-    assert_eq!(read(vec![raw], false, 1000).0.unwrap_err(), TransportError::TooLarge);
+    assert_eq!(
+        read(vec![raw], false, 1000).0.unwrap_err(),
+        TransportError::TooLarge { max: 1000 }
+    );
 }
 
 #[test]
@@ -315,7 +318,10 @@ fn body_exactly_at_the_limit_is_accepted() {
 #[test]
 fn chunked_body_over_the_limit_is_too_large() {
     let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n".to_vec(); // one 1000-byte chunk
-    assert_eq!(read(vec![raw], false, 999).0.unwrap_err(), TransportError::TooLarge);
+    assert_eq!(
+        read(vec![raw], false, 999).0.unwrap_err(),
+        TransportError::TooLarge { max: 999 }
+    );
 }
 
 #[test]
@@ -324,7 +330,7 @@ fn until_close_body_over_the_limit_is_too_large() {
     raw.extend(std::iter::repeat_n(b'x', 2000));
     assert_eq!(
         read(bytes_of(&raw, 500), true, 1000).0.unwrap_err(),
-        TransportError::TooLarge
+        TransportError::TooLarge { max: 1000 }
     );
 }
 

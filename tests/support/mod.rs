@@ -55,6 +55,18 @@ pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Whether the kernel holds a TCP socket from local port `from` to port `to` (IPv4, `/proc/net/tcp`): one
+/// lives on after its process closed the descriptor while unsent bytes or a pending write hold it.
+pub fn tcp_socket_exists(from: u16, to: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let want = (format!(":{from:04X}"), format!(":{to:04X}"));
+    table.lines().skip(1).any(|line| {
+        let mut cols = line.split_whitespace().skip(1);
+        let (local, remote) = (cols.next().unwrap_or(""), cols.next().unwrap_or(""));
+        local.ends_with(&want.0) && remote.ends_with(&want.1)
+    })
+}
+
 /// `{"jsonrpc":"2.0","id":ID,"method":"METHOD","params":PARAMS}` with `id` and `params` as raw JSON text.
 pub fn call(id: &str, method: &str, params: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)

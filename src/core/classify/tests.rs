@@ -396,6 +396,15 @@ fn node_timeouts_are_the_providers_but_execution_budgets_take_a_second_opinion()
 }
 
 #[test]
+fn prisms_own_size_errors_are_too_large_not_a_throttle() {
+    // A Prism behind a Prism passes them on and blames no provider for them.
+    use crate::core::outcome::{answer_too_large_message, response_too_large_message};
+    let response = response_too_large_message(1 << 20, "the upstream's answer");
+    assert_eq!(read(-32005, &response), Class::TooLarge);
+    assert_eq!(read(-32003, &answer_too_large_message(1 << 20)), Class::TooLarge);
+}
+
+#[test]
 fn result_caps_beat_the_throttle_code() {
     assert_eq!(read(-32005, "query returned more than 10000 results"), Class::TooLarge);
     assert_eq!(read(-32005, "project ID request rate exceeded"), Class::Throttled);
@@ -701,7 +710,7 @@ fn transport_errors() {
     ] {
         assert_eq!(classify_transport(&e), Class::ProviderFailure, "{e}");
     }
-    assert_eq!(classify_transport(&T::TooLarge), Class::TooLarge);
+    assert_eq!(classify_transport(&T::TooLarge { max: 1 }), Class::TooLarge);
 }
 
 #[test]
