@@ -175,7 +175,7 @@ impl ProxyError {
     }
 }
 
-/// One code per size limit, so a client can tell which one it hit (README, "Limits"). Over
+/// One code per size limit, so a client can tell which one it hit (docs/CONFIGURATION.md, `[limits]`). Over
 /// `limits.max_response_bytes` (one upstream answer, or an `eth_getLogs` merged from parts): EIP-1474's
 /// "limit exceeded", the code providers give a too-wide `eth_getLogs`.
 pub const RESPONSE_TOO_LARGE: i32 = -32005;
