@@ -56,6 +56,16 @@ impl SolHub {
     pub fn counts(&self) -> (usize, usize) {
         (self.links.borrow().len(), self.topics.borrow().len())
     }
+
+    /// The topics `link` carries now (a copy: settling or replaying them changes the map).
+    pub(super) fn carried_by(&self, link: &Rc<Link>) -> Vec<Rc<Topic>> {
+        self.topics
+            .borrow()
+            .values()
+            .filter(|t| link.carries(t))
+            .cloned()
+            .collect()
+    }
 }
 
 /// A client's subscription to a topic.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_tungstenite::tungstenite::Message;
 
-use super::subs_hub::{Link, Pending, Topic, OUT_QUEUE};
+use super::subs_hub::{Link, Pending, OUT_QUEUE};
 use super::SolanaRoute;
 use crate::jsonscan::{object_field, plain_str, plain_u64};
 use crate::runtime::queue::LocalQueue;
@@ -33,14 +33,7 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         if candidates.is_empty() {
             tracing::warn!(network = %s.net.name, side = s.net.dest_name(link.dest), "no provider on this side has a ws_url; subscriptions there cannot be served");
             // Refused at once (the topics end, and the socket with its last one), not left to time out.
-            let carried: Vec<Rc<Topic>> = s
-                .subs
-                .topics
-                .borrow()
-                .values()
-                .filter(|t| link.carries(t))
-                .cloned()
-                .collect();
+            let carried = s.subs.carried_by(&link);
             for topic in carried {
                 s.settle(
                     &topic,
@@ -85,14 +78,7 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         link.pending.borrow_mut().clear();
         link.by_upstream.borrow_mut().clear();
         // Replay every topic this socket carries.
-        let carried: Vec<Rc<Topic>> = s
-            .subs
-            .topics
-            .borrow()
-            .values()
-            .filter(|t| link.carries(t))
-            .cloned()
-            .collect();
+        let carried = s.subs.carried_by(&link);
         for topic in &carried {
             topic.upstream.set(None);
             link.subscribe(topic);
