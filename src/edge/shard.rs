@@ -60,6 +60,8 @@ pub struct Shard {
     pub spare_bodies: SpareBufs,
     /// Homes for the future that answers a request (`edge::server`), between requests.
     pub answer_homes: crate::runtime::SpareBoxes,
+    /// Homes for the future that reads the rest of a request once its first bytes are in.
+    pub request_homes: crate::runtime::SpareBoxes,
 }
 
 impl Shard {
@@ -92,6 +94,7 @@ impl Shard {
             spare_out: Default::default(),
             spare_bodies: Default::default(),
             answer_homes: Default::default(),
+            request_homes: Default::default(),
         }
     }
 

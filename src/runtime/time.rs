@@ -2,6 +2,8 @@
 //! share one glommio timer (`deadlines.rs`).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::deadlines::Deadline;
@@ -17,17 +19,33 @@ pub async fn sleep(d: Duration) {
 
 /// Races `fut` against `deadline`. A deadline already past still polls `fut` once first, so work that is
 /// ready is never thrown away.
-pub async fn timeout_at<T>(deadline: Instant, fut: impl Future<Output = T>) -> Result<T, Elapsed> {
-    // Most writes (and reads of data already queued) finish on the first poll: only arm a deadline when the
-    // work actually has to wait.
-    let mut fut = std::pin::pin!(fut);
-    if let Some(done) = futures_lite::future::poll_once(&mut fut).await {
-        return Ok(done);
+pub fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Timeout<F> {
+    Timeout {
+        fut,
+        deadline: Deadline::at(deadline),
     }
-    let work = async { Ok(fut.await) };
-    let timer = async {
-        Deadline::at(deadline).await;
-        Err(Elapsed)
-    };
-    futures_lite::future::or(work, timer).await
+}
+
+pin_project_lite::pin_project! {
+    /// [`timeout_at`]'s future: the work and its deadline side by side, no more (an idle connection's task
+    /// holds one; an `async fn` kept the work twice).
+    pub struct Timeout<F> {
+        #[pin]
+        fut: F,
+        deadline: Deadline,
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(done) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(done));
+        }
+        // Most writes (and reads of data already queued) finish on the first poll: the deadline is armed
+        // (its first poll) only when the work has to wait.
+        Pin::new(this.deadline).poll(cx).map(|()| Err(Elapsed))
+    }
 }
