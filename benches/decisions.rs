@@ -12,6 +12,7 @@ use std::time::Duration;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use prism::config::{BreakerPolicy, Config, Strategy, Weights};
 use prism::core::canon::canonical_key;
+use prism::core::inflight::Pressure;
 use prism::core::methods::{lookup, Family};
 use prism::core::router::{choose, Ask, ProviderStatic};
 use prism::core::state::NetworkLive;
@@ -46,6 +47,7 @@ fn routing(c: &mut Criterion) {
                 overflow: i == n - 1,
                 region_distance: (i % 2) as f64,
                 quota_rps: Some(300.0),
+                credits: None,
             })
             .collect();
         let health = NetworkHealth {
@@ -75,12 +77,22 @@ fn routing(c: &mut Criterion) {
             stalled: 0,
             at_block: None,
             tag: None,
+            key: 0,
         };
         let mut rotation = 0usize;
         c.bench_function(&format!("route/score/{n}_providers"), |b| {
             b.iter(|| {
                 rotation += 1;
-                black_box(choose(&statics, &live, &health, black_box(&ask), 1000, rotation, 0.5))
+                black_box(choose(
+                    &statics,
+                    &live,
+                    &health,
+                    black_box(&ask),
+                    &Pressure::NONE,
+                    1000,
+                    rotation,
+                    0.5,
+                ))
             })
         });
     }

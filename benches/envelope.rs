@@ -136,7 +136,7 @@ fn request_build(c: &mut Criterion) {
                 black_box(&method),
                 black_box(params.as_deref()),
             );
-            write_post(&mut out, black_box("/v2/key"), black_box("rpc.example.com"), &body);
+            write_post(&mut out, black_box("/v2/key"), black_box("rpc.example.com"), b"", &body);
             black_box(out.len())
         })
     });
@@ -158,7 +158,7 @@ fn request_build(c: &mut Criterion) {
                 black_box(&method),
                 black_box(params.as_deref()),
             );
-            write_post(&mut out, black_box("/v2/key"), black_box("rpc.example.com"), &body);
+            write_post(&mut out, black_box("/v2/key"), black_box("rpc.example.com"), b"", &body);
             black_box(out.len())
         })
     });
@@ -181,7 +181,7 @@ fn hot_path(c: &mut Criterion) {
             body.clear();
             req.clear();
             write_upstream_call(&mut body, 42, &call.method, call.params);
-            write_post(&mut req, "/", "127.0.0.1:8545", &body);
+            write_post(&mut req, "/", "127.0.0.1:8545", b"", &body);
             let ans = check_response(black_box(upstream_answer), 42).expect("valid answer");
             reply.clear();
             resp.clear();

@@ -209,8 +209,8 @@ fn scanner_agrees_with_serde(body: &[u8]) {
 // sub_frame
 
 /// An upstream WebSocket: the input as raw server frames read by tungstenite with the limits Prism uses
-/// (`transport::ws`), every message through the subscription hub's parser; and the input itself as one
-/// message. Spans within the input.
+/// (`transport::ws`), every message through the subscription hubs' parsers (EVM, Solana records, Solana
+/// client subscriptions); and the input itself as one message. Spans within the input.
 pub fn sub_frame(data: &[u8]) {
     frame_text(data);
     for message in ws_messages(data) {
@@ -242,6 +242,26 @@ fn frame_text(text: &[u8]) {
         UpstreamFrame::Ignored => {}
     }
     record_frame(text);
+    solana_sub_frame(text);
+}
+
+/// A frame on a shared Solana subscription socket (`solana::subs_link`): spans within the input; a
+/// notification's method is a JSON string.
+fn solana_sub_frame(text: &[u8]) {
+    use prism::solana::subs_link::{parse_sub_frame, SubFrame};
+    match parse_sub_frame(text) {
+        SubFrame::Notification { method, result, .. } => {
+            assert_within(text, method, "notification method");
+            assert_within(text, result, "notification result");
+            assert_eq!(method.first(), Some(&b'"'), "a notification's method is a string");
+        }
+        SubFrame::Reply { refused, .. } => {
+            if let Some(why) = refused {
+                assert_within(text, why.as_bytes(), "refusal message");
+            }
+        }
+        SubFrame::Ignored => {}
+    }
 }
 
 /// An in-memory socket: reads come from the input, writes (pongs, close replies) are dropped.

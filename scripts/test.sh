@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the integration tests use: a real Redis for the cluster tests (their Sentinel runs as
 # `redis-server --sentinel`, so the redis-sentinel package is not needed), headless Chromium for the
-# status page, openssl for test certificates, Python's Prometheus text parser for the metrics test.
+# status page, openssl for test certificates, Python's Prometheus text parser for the metrics test, and
+# libseccomp (the library container runtimes use) for tests/seccomp.rs.
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 python3 -c 'import prometheus_client' >/dev/null 2>&1 || need+=(python3-prometheus-client)
+python3 -c 'import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library("seccomp") else 1)' >/dev/null 2>&1 \
+  || need+=(libseccomp2)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

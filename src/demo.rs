@@ -219,30 +219,10 @@ pub fn drive(
     }
 }
 
-/// The terminal version of the status page's table.
+/// The terminal version of the status page's table (the renderer `prism status` uses too).
 pub fn render_table(view: &crate::edge::admin::AdminView, elapsed_s: u64, ok: u64, failed: u64) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let _ = writeln!(out, "[{elapsed_s:>4}s] client calls: {ok} ok, {failed} failed");
-    for net in view.table() {
-        let _ = writeln!(
-            out,
-            "  {:<10} {:>9} {:>9} {:>9} {:>7} {:>6}  state",
-            "provider", "p50", "p99", "success", "share", "drift"
-        );
-        for r in net.providers {
-            let _ = writeln!(
-                out,
-                "  {:<10} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>6}  {}",
-                r.name,
-                r.p50_ms,
-                r.p99_ms,
-                r.success * 100.0,
-                r.share * 100.0,
-                r.lag,
-                r.state
-            );
-        }
-    }
-    out
+    format!(
+        "[{elapsed_s:>4}s] client calls: {ok} ok, {failed} failed\n{}",
+        crate::telemetry::status::render_table(&view.status_doc())
+    )
 }

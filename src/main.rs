@@ -13,7 +13,7 @@ use prism::telemetry::logging::{self, LogFormat};
 #[derive(Parser)]
 #[command(
     name = "prism",
-    version,
+    version = prism::telemetry::build::LONG_VERSION,
     about = "One JSON-RPC endpoint in front of many blockchain RPC providers"
 )]
 struct Cli {
@@ -34,23 +34,43 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Validate a config file and exit.
+    /// Validate a config file and exit: errors name the field (exit 1); warnings name what looks wrong.
+    /// Secrets that are not set here (`${NAME}`, secret files) are replaced by placeholders and listed, so
+    /// a production config can be linted in CI; `--strict` requires them all.
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// `NAME=value` lines read for `${NAME}` instead of the config's `env_file`, before the environment.
+        #[arg(long)]
+        env_file: Option<PathBuf>,
+        /// Every `${NAME}` and secret file must be readable here (as `prism serve` requires).
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the live provider table of a running node, read from its admin listener's `/status`.
     Status {
-        /// The node's `server.admin_listen` address.
-        #[arg(long, default_value = "127.0.0.1:9091")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Make a running node re-read its config file (as SIGHUP does) and print the outcome. Exit status 0 when
     /// applied, 1 when refused (the running config stays; the reason is printed).
     Reload {
-        /// The node's `server.admin_listen` address.
-        #[arg(long, default_value = "127.0.0.1:9091")]
-        admin: SocketAddr,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Take a provider out of routing at once (every network's provider of that name), with a reason shown
+    /// in `/status` and on the status page; `--undo` puts it back. Lasts until undone or a restart.
+    Cordon {
+        /// The provider's `name`.
+        provider: String,
+        /// Why (shown to other operators).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Put the provider back into routing.
+        #[arg(long)]
+        undo: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Run Prism in front of built-in misbehaving providers on loopback (no network, no account needed).
     Demo {
@@ -65,8 +85,33 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+/// Where the node's admin listener is, and its token.
+#[derive(clap::Args)]
+struct AdminArgs {
+    /// The node's `server.admin_listen`: `host:port`, `localhost:port` or a URL (`http://host:port/`).
+    #[arg(long, default_value = DEFAULT_ADMIN)]
+    admin: String,
+    /// Read `server.admin_listen` (and `[admin] token`) from this config file instead.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// The `[admin] token`, for reload and cordon (or PRISM_ADMIN_TOKEN).
+    #[arg(long, env = "PRISM_ADMIN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// The admin address the demo and `deploy/prism.toml` use.
+const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
+
+fn main() {
     let cli = Cli::parse();
+    // One line per error (its causes after colons), never a backtrace: this is what a person reads.
+    if let Err(e) = run(cli) {
+        eprintln!("prism: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     // A panic on a shard would leave its share of the port accepting connections nobody serves: report it
     // and exit, so a supervisor restarts a whole Prism.
     let default_hook = std::panic::take_hook();
@@ -77,7 +122,11 @@ fn main() -> anyhow::Result<()> {
     }));
     let _log = logging::init(cli.log_format, &cli.log_level);
     match cli.command {
-        Command::Check { config } => check(&config),
+        Command::Check {
+            config,
+            env_file,
+            strict,
+        } => check(&config, env_file, strict),
         Command::Serve { config: path } => {
             let config = Config::load(&path).with_context(|| format!("invalid config {}", path.display()))?;
             let shutdown = Shutdown::new();
@@ -90,21 +139,115 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo { listen, admin, seconds } => demo(listen, admin, seconds),
-        Command::Status { admin } => status(admin),
-        Command::Reload { admin } => reload(admin),
+        Command::Status { admin } => status(&admin.target()?),
+        Command::Reload { admin } => reload(&admin.target()?),
+        Command::Cordon {
+            provider,
+            reason,
+            undo,
+            admin,
+        } => cordon(&admin.target()?, &provider, &reason, undo),
     }
 }
 
-/// One request to the admin listener; the status code and body.
-fn admin_request(admin: SocketAddr, method: &str, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+/// A resolved admin listener: its address as typed (for messages), where to connect, and the token.
+struct AdminTarget {
+    shown: String,
+    addrs: Vec<SocketAddr>,
+    token: Option<String>,
+}
+
+impl AdminArgs {
+    fn target(&self) -> anyhow::Result<AdminTarget> {
+        let (mut typed, mut token) = (self.admin.clone(), self.token.clone());
+        if let Some(path) = &self.config {
+            let reading = prism::config::Reading {
+                base_dir: path.parent().map(std::path::Path::to_path_buf),
+                lenient: true,
+                ..Default::default()
+            };
+            let loaded = Config::read(path, &reading).with_context(|| format!("invalid config {}", path.display()))?;
+            typed = loaded
+                .config
+                .server
+                .admin_listen
+                .clone()
+                .with_context(|| format!("{} sets no server.admin_listen", path.display()))?;
+            if token.is_none() && loaded.missing.is_empty() {
+                token = loaded.config.admin.resolved.map(|t| t.expose().to_string());
+            }
+        }
+        let authority = admin_authority(&typed)?;
+        use std::net::ToSocketAddrs;
+        let addrs: Vec<SocketAddr> = authority
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve the admin address {typed:?}"))?
+            .collect();
+        Ok(AdminTarget {
+            shown: typed,
+            addrs,
+            token,
+        })
+    }
+}
+
+/// `host:port` from `host:port`, `localhost:port`, `[::1]:port` or `http://host:port/...` (a bare port too).
+fn admin_authority(typed: &str) -> anyhow::Result<String> {
+    let t = typed.trim();
+    let rest = match t.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some((scheme, _)) => anyhow::bail!("the admin listener speaks plain http, not {scheme}:// ({typed:?})"),
+        None => t,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.parse::<u16>().is_ok() {
+        return Ok(format!("127.0.0.1:{authority}"));
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok() && (!h.contains(':') || h.ends_with(']')));
+    anyhow::ensure!(
+        has_port,
+        "{typed:?} is not an admin address: give host:port, localhost:port or http://host:port"
+    );
+    Ok(authority.to_string())
+}
+
+/// One request to the admin listener; the status code and body. A refused connection is one line naming
+/// the address and where it comes from.
+fn admin_request(admin: &AdminTarget, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, Vec<u8>)> {
     use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect_timeout(&admin, std::time::Duration::from_secs(5))
-        .with_context(|| format!("no admin listener at {admin} (server.admin_listen)"))?;
+    let timeout = std::time::Duration::from_secs(5);
+    let mut conn = None;
+    let mut last = None;
+    for a in &admin.addrs {
+        match std::net::TcpStream::connect_timeout(a, timeout) {
+            Ok(c) => {
+                conn = Some(c);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(mut conn) = conn else {
+        let why = last.map_or("no address".to_string(), |e| e.to_string());
+        anyhow::bail!(
+            "no Prism admin listener at {} ({why}); is the node running, and is that its server.admin_listen? (--admin ADDR or --config FILE)",
+            admin.shown
+        );
+    };
     // A reload waits for every shard; give it more than its own bound.
     conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    let auth = admin
+        .token
+        .as_deref()
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         conn,
-        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        admin.shown,
+        body.len()
     )?;
     let mut raw = Vec::new();
     conn.take(64 << 20).read_to_end(&mut raw)?;
@@ -118,105 +261,78 @@ fn admin_request(admin: SocketAddr, method: &str, path: &str) -> anyhow::Result<
 }
 
 /// `prism reload`: POST /reload and print what happened; exit status 1 when the file was refused.
-fn reload(admin: SocketAddr) -> anyhow::Result<()> {
-    use simd_json::prelude::*;
-    let (status, mut body) = admin_request(admin, "POST", "/reload")?;
+fn reload(admin: &AdminTarget) -> anyhow::Result<()> {
+    let (status, body) = admin_request(admin, "POST", "/reload", "")?;
     if status != 200 && status != 422 {
         anyhow::bail!("/reload answered {status}: {}", String::from_utf8_lossy(&body).trim());
     }
-    let doc = simd_json::to_borrowed_value(&mut body).context("/reload did not answer JSON")?;
-    let message = doc.get("message").and_then(|v| v.as_str()).unwrap_or("").to_string();
-    if status == 422 {
-        eprintln!("refused: {message}");
+    let outcome: prism::telemetry::status::ReloadOutcome =
+        serde_json::from_slice(&body).context("/reload did not answer a reload outcome")?;
+    if !outcome.applied {
+        eprintln!("refused: {}", outcome.message);
         std::process::exit(1);
     }
-    println!("{message}");
-    for change in doc
-        .get("changes")
-        .and_then(|c| c.as_array())
-        .map_or(&[][..], |a| a.as_slice())
-    {
-        println!("  {}", change.as_str().unwrap_or(""));
+    println!("{}", outcome.message);
+    for change in &outcome.changes {
+        println!("  {change}");
     }
     Ok(())
 }
 
-/// `prism status`: GET /status from the admin listener and print one row per provider, as the demo does.
-fn status(admin: SocketAddr) -> anyhow::Result<()> {
-    use simd_json::prelude::*;
-    use std::io::{Read, Write};
-    let timeout = std::time::Duration::from_secs(5);
-    let mut conn = std::net::TcpStream::connect_timeout(&admin, timeout)
-        .with_context(|| format!("no admin listener at {admin} (server.admin_listen)"))?;
-    conn.set_read_timeout(Some(timeout))?;
-    write!(
-        conn,
-        "GET /status HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    conn.take(64 << 20).read_to_end(&mut raw)?;
-    let split = memchr::memmem::find(&raw, b"\r\n\r\n").context("the admin listener sent no HTTP answer")?;
+/// `prism cordon`: POST /providers/{name}/cordon (or /uncordon) with the reason.
+fn cordon(admin: &AdminTarget, provider: &str, reason: &str, undo: bool) -> anyhow::Result<()> {
+    let action = if undo { "uncordon" } else { "cordon" };
+    let (status, body) = admin_request(admin, "POST", &format!("/providers/{provider}/{action}"), reason)?;
+    let text = String::from_utf8_lossy(&body);
+    anyhow::ensure!(status == 200, "{action} answered {status}: {}", text.trim());
+    let what = if undo { "back in routing" } else { "out of routing" };
+    println!("{provider}: {what}");
+    Ok(())
+}
+
+/// `prism status`: GET /status (the same typed document the node writes) and print the provider table.
+fn status(admin: &AdminTarget) -> anyhow::Result<()> {
+    let (code, body) = admin_request(admin, "GET", "/status", "")?;
     anyhow::ensure!(
-        raw.starts_with(b"HTTP/1.1 200"),
-        "/status answered {}",
-        String::from_utf8_lossy(&raw[..split])
+        code == 200,
+        "/status answered {code}: {}",
+        String::from_utf8_lossy(&body).trim()
     );
-    let mut body = raw[split + 4..].to_vec();
-    let doc = simd_json::to_borrowed_value(&mut body).context("/status is not JSON")?;
-    let text = |v: Option<&simd_json::BorrowedValue>| v.and_then(|v| v.as_str()).unwrap_or("").to_string();
-    let num = |v: Option<&simd_json::BorrowedValue>| v.and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let doc: prism::telemetry::status::StatusDoc =
+        serde_json::from_slice(&body).context("/status did not answer a status document")?;
     println!(
-        "prism {} up {:.0} s, {} open connections",
-        text(doc.get("version")),
-        num(doc.get("uptimeSeconds")),
-        num(doc.get("openConnections"))
+        "prism {} (commit {}) up {}, {} open connections",
+        doc.version,
+        doc.commit,
+        uptime(doc.uptime_seconds),
+        doc.open_connections
     );
-    for net in doc
-        .get("networks")
-        .and_then(|n| n.as_array())
-        .map_or(&[][..], |a| a.as_slice())
-    {
-        println!(
-            "{} ({}), best head {}",
-            text(net.get("name")),
-            text(net.get("kind")),
-            num(net.get("bestHead"))
-        );
-        println!(
-            "  {:<16} {:>9} {:>9} {:>9} {:>7} {:>12} {:>6}  {:<6} state",
-            "provider", "p50", "p99", "success", "share", "head", "lag", "badge"
-        );
-        for p in net
-            .get("providers")
-            .and_then(|p| p.as_array())
-            .map_or(&[][..], |a| a.as_slice())
-        {
-            println!(
-                "  {:<16} {:>6.1} ms {:>6.1} ms {:>8.2}% {:>6.0}% {:>12} {:>6}  {:<6} {}",
-                text(p.get("name")),
-                num(p.get("p50Ms")),
-                num(p.get("p99Ms")),
-                num(p.get("success")) * 100.0,
-                num(p.get("share")) * 100.0,
-                num(p.get("head")),
-                num(p.get("lag")),
-                text(p.get("badge")),
-                text(p.get("state"))
-            );
-        }
-    }
+    print!("{}", prism::telemetry::status::render_table(&doc));
     Ok(())
 }
 
-fn check(path: &PathBuf) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (config, missing) = match Config::from_toml_lenient(&text) {
+fn uptime(s: u64) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn check(path: &std::path::Path, env_file: Option<PathBuf>, strict: bool) -> anyhow::Result<()> {
+    let reading = prism::config::Reading {
+        base_dir: path.parent().map(std::path::Path::to_path_buf),
+        env_file,
+        lenient: !strict,
+    };
+    let loaded = match Config::read(path, &reading) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("{}: {e}", path.display());
             std::process::exit(1);
         }
     };
+    let config = loaded.config;
     if let Err(e) = prism::app::declared_methods(&config) {
         eprintln!("{}: {e}", path.display());
         std::process::exit(1);
@@ -229,8 +345,11 @@ fn check(path: &PathBuf) -> anyhow::Result<()> {
         providers,
         config.keys.len()
     );
-    for name in missing {
-        println!("note: environment variable {name} is not set here; `prism serve` needs it");
+    for warning in prism::app::lint::warnings(&config) {
+        println!("warning: {warning}");
+    }
+    for name in loaded.missing {
+        println!("note: {name} is not available here (a placeholder was checked); `prism serve` needs it");
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ fn check_text(toml: &str, env: &[(&str, &str)]) -> CliOutput {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
 }
 
 /// A valid config with two providers, to be broken by each test.
@@ -55,9 +55,8 @@ fn assert_rejected(out: &CliOutput, needle: &str) {
     );
 }
 
-/// The reference configs, kept in the repository (their keys are a public contract: see README.md,
-/// Configuration).
-const REFERENCE_CONFIGS: &[&str] = &["robinhood.toml", "solana-magic.toml"];
+/// The reference configs in `examples/` (their keys are a public contract: see docs/CONFIGURATION.md).
+const REFERENCE_CONFIGS: &[&str] = &["robinhood.toml", "solana-magic.toml", "quickstart.toml"];
 
 #[test]
 fn check_accepts_the_reference_configs() {
@@ -168,4 +167,82 @@ fn serve_with_a_bad_config_exits_non_zero() {
     let path = dir.file("bad.toml", &base_config().replace("http://127.0.0.1:2", "not a url"));
     let out = run_cli(&["serve", "--config", path.to_str().unwrap()], &[], CLI_TIME);
     assert_rejected(&out, "networks[0].providers[1].url");
+}
+
+#[test]
+fn the_production_config_and_the_examples_pass_check_without_their_secrets() {
+    // CI lints a deployment's config on a machine that holds none of its secrets.
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prism.toml");
+    for path in [deploy, fixture("robinhood.toml"), fixture("quickstart.toml")] {
+        let out = check(&path, &[]);
+        assert!(out.success(), "{}: {}", path.display(), out.all());
+        assert!(!out.all().contains("warning"), "{}: {}", path.display(), out.all());
+        assert!(out.stdout.contains("is not available here"), "{}", out.all());
+    }
+    // `--strict` wants them; an env file gives them.
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prism.toml");
+    let out = run_cli(
+        &["check", "--strict", "--config", deploy.to_str().unwrap()],
+        &[],
+        CLI_TIME,
+    );
+    assert_rejected(&out, "env_file: cannot read /etc/prism/env");
+    let dir = Scratch::new();
+    let env = dir.file(
+        "env",
+        "ALCHEMY_KEY=a\nQUICKNODE_URL=https://example.quiknode.pro/k/\nPRISM_TRADING_KEY=t\n",
+    );
+    let out = run_cli(
+        &[
+            "check",
+            "--strict",
+            "--env-file",
+            env.to_str().unwrap(),
+            "--config",
+            deploy.to_str().unwrap(),
+        ],
+        &[],
+        CLI_TIME,
+    );
+    assert!(out.success() && !out.stdout.contains("not available"), "{}", out.all());
+}
+
+#[test]
+fn a_toml_syntax_error_names_its_line_and_column() {
+    let toml = base_config().replace("max_batch = 10", "max_batch = 10\nmax_depth = = 3");
+    let line = toml.lines().position(|l| l.contains("max_depth = = 3")).unwrap() + 1;
+    let out = check_text(&toml, &[]);
+    assert_rejected(&out, &format!("TOML syntax error at line {line}, column 13"));
+}
+
+#[test]
+fn check_warns_about_allowlist_typos_and_a_burst_below_the_batch_limit() {
+    let toml = format!(
+        "{}\n[[keys]]\nname = \"app\"\nkey = \"k-1\"\nallow = [\"eth_getLog\", \"eth_call\", \"eth_*\"]\nrate_per_s = 50\nburst = 5\n",
+        base_config()
+    );
+    let out = check_text(&toml, &[]);
+    assert!(out.success(), "warnings are not errors: {}", out.all());
+    assert!(
+        out.stdout.contains(
+            "warning: keys[0].allow[0]: \"eth_getLog\" is not a method Prism knows; did you mean \"eth_getLogs\"?"
+        ),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout
+            .contains("warning: keys[0].burst: 5 is below limits.max_batch (10)"),
+        "{}",
+        out.all()
+    );
+    assert_eq!(out.stdout.matches("warning:").count(), 2, "{}", out.all());
+}
+
+#[test]
+fn a_secret_with_quotes_backslashes_and_newlines_is_one_value() {
+    // Substitution happens in parsed values: the secret cannot close the string or add a key.
+    let toml = base_config().replace("http://127.0.0.1:2", "http://127.0.0.1:2/${PRISM_TEST_ODD_SECRET}");
+    let out = check_text(&toml, &[("PRISM_TEST_ODD_SECRET", "a\"b\\c\n[limits]\nmax_batch = 1")]);
+    assert_rejected(&out, "networks[0].providers[1].url: invalid characters in the path");
 }

@@ -31,11 +31,20 @@ fn strs(v: [Option<&str>; 4]) -> [Option<String>; 4] {
 #[test]
 fn answers_say_who_answered_after_how_many_attempts_and_from_where() {
     let (a, b) = (FakeProvider::start(), FakeProvider::start());
+    // Blocks up to 200 final (heads at 256): a block there is cached without a heads feed to prove it.
+    for f in [&a, &b] {
+        f.set_tag("finalized", 200);
+    }
     let prism = Prism::builder()
         .providers(&[&a, &b])
         .extra_toml("[[keys]]\nname = \"app\"\nkey = \"secret-app-key\"\nstrategy = \"round_robin\"\n")
         .start();
     support::wait_serving(&prism, &["p1", "p2"]);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || prism.status()["networks"][0]["finalized"]
+            == 200),
+        "the finalized block was never learned"
+    );
     let key = ["x-api-key: secret-app-key"];
 
     // A plain read: one attempt, one provider, a miss.
@@ -67,7 +76,7 @@ fn answers_say_who_answered_after_how_many_attempts_and_from_where() {
     assert_eq!(headers(&r), strs([Some("p2"), Some("2"), Some("miss"), Some("false")]));
     a.clear_method_mode("eth_getBalance");
 
-    // A block by number deep below the head is cached: the second one is a hit, with no attempt.
+    // A final block by number is cached: the second one is a hit, with no attempt.
     let block = call(20, "eth_getBlockByNumber", r#"["0x1",false]"#);
     let first = prism.rpc_with("/", block.as_bytes(), &key);
     assert_eq!(first.header("x-prism-cache"), Some("miss"), "{}", first.describe());

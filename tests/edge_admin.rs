@@ -143,12 +143,15 @@ fn prism_status_prints_the_provider_table_of_a_running_node() {
             .unwrap_or_else(|| panic!("no row for {name}:\n{text}"))
             .to_string()
     };
-    assert!(row("p1").ends_with("closed"), "{text}");
-    assert!(row("p2").ends_with("open"), "{text}");
+    // Columns: provider p50 ms p99 ms success share head lag badge state [last error...].
+    let state = |name: &str| row(name).split_whitespace().nth(10).unwrap_or("").to_string();
+    assert_eq!(state("p1"), "closed", "{text}");
+    assert_eq!(state("p2"), "open", "{text}");
+    assert!(row("p2").contains("http_5xx"), "the cause: {text}");
     let gone = std::process::Command::new(support::prism::BIN)
         .args(["status", "--admin", "127.0.0.1:9"])
         .output()
         .expect("run prism status");
     assert!(!gone.status.success());
-    assert!(String::from_utf8_lossy(&gone.stderr).contains("no admin listener at 127.0.0.1:9"));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no Prism admin listener at 127.0.0.1:9"));
 }

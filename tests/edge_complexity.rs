@@ -242,10 +242,10 @@ fn a_batch_whose_answers_exceed_max_answer_bytes_is_refused_with_one_error() {
     assert!(expect_http_result(&prism.rpc(one(7).as_bytes()), "7").len() == big.len());
 }
 
-/// One code and one message per size limit, each naming its limit and value (README, "Limits"): an upstream
-/// answer over `limits.max_response_bytes` is -32005 with the client's id (the issue-40 report: a 200 MB
-/// `eth_getLogs` answer came back as -32603 "Upstream error: response too large", naming nothing), and
-/// answers over `limits.max_answer_bytes` are -32003. Neither blames the provider.
+/// One code and one message per size limit, each naming its limit and value (docs/CONFIGURATION.md,
+/// `[limits]`): an upstream answer over `limits.max_response_bytes` is -32005 with the client's id (the
+/// issue-40 report: a 200 MB `eth_getLogs` answer came back as -32603 "Upstream error: response too large",
+/// naming nothing), and answers over `limits.max_answer_bytes` are -32003. Neither blames the provider.
 #[test]
 fn each_size_limit_has_its_own_code_and_names_itself() {
     const BLOCK: &str = "0x00000000000000000000000000000000000000000000000000000000000000aa";

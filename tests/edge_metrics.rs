@@ -151,13 +151,29 @@ fn metrics_parse_with_a_prometheus_parser_and_have_provider_method_and_key_serie
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .count();
     assert_eq!(samples.len(), lines, "samples parsed vs sample lines in the text");
-    // Prometheus naming conventions: prism_ prefix; counters end in _total; durations are seconds.
+    // Prometheus naming conventions: prism_ prefix (process_* are the standard process metrics' own names);
+    // counters end in _total; durations are seconds.
     for (name, kind) in &families {
-        assert!(name.starts_with("prism_"), "metric {name} lacks the prism_ prefix");
+        assert!(
+            name.starts_with("prism_") || name.starts_with("process_"),
+            "metric {name} lacks the prism_ prefix"
+        );
         if kind == "histogram" {
             assert!(name.ends_with("_seconds"), "histogram {name} should be in seconds");
         }
     }
+    // Identity and process: which build runs, and what it uses.
+    for family in [
+        "prism_build_info",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_cpu_seconds",
+    ] {
+        // The parser names a counter's family without its `_total`.
+        assert!(families.iter().any(|(n, _)| n == family), "no {family}:\n{text}");
+    }
+    assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
+    assert!(text.contains("prism_build_info{version=\"0.1.0\",commit=\""), "{text}");
     for s in &samples {
         assert!(
             !s.name.ends_with("_ms") && !s.name.contains("_milliseconds"),

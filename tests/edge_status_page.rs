@@ -330,3 +330,32 @@ fn a_provider_failing_half_its_calls_turns_amber_and_its_error_sparkline_shows_i
         "reads failed at the client although p1 could answer every one"
     );
 }
+
+/// A provider whose key is refused (HTTP 401) shows the cause on the page, not only "breaker open": its row
+/// carries `data-last-error="http_401"`, and its Why and Last error cells say to check its credentials.
+#[test]
+fn a_provider_refusing_its_key_shows_http_401_on_the_page() {
+    let (good, refusing) = (FakeProvider::start(), FakeProvider::start());
+    refusing.require_header("x-api-key", &["not-what-prism-sends"]);
+    let prism = Prism::builder()
+        .providers(&[&good, &refusing])
+        .network_option("probe_interval_ms", 100)
+        .start();
+    prism.wait_provider("p2", Duration::from_secs(10), "open, for http_401", |r| {
+        r["state"] == "open" && r["lastError"]["reason"] == "http_401"
+    });
+    let url = format!("http://{}/", prism.admin_addr());
+    let dom = chromium_dump_dom(&url, 3000);
+    let row = dom
+        .split("<tr")
+        .find(|r| r.contains("data-provider=\"p2\""))
+        .unwrap_or_else(|| panic!("no row for p2:\n{dom}"));
+    let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+    assert!(row.contains("data-last-error=\"http_401\""), "{row}");
+    assert!(row.contains("check this provider's credentials"), "{row}");
+    assert!(
+        row.contains("breaker open: http_401"),
+        "the badge's reason names the cause: {row}"
+    );
+    assert!(dom.contains("<th>Last error</th>"), "{dom}");
+}

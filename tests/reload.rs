@@ -199,7 +199,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
         let (status, outcome) = post_reload(&prism);
         assert_eq!(status, 422, "{outcome}");
         let why = outcome["message"].as_str().unwrap();
-        assert!(why.contains("need a restart") && why.contains("server"), "{why}");
+        assert!(why.contains("need a restart") && why.contains("server.listen"), "{why}");
         assert_eq!(
             status_with(&prism, "dave-1", 14),
             401,
@@ -216,6 +216,20 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
             "{cli:?}"
         );
         assert_eq!(status_with(&prism, "dave-1", 15), 200);
+
+        // 6. The summary names every change, limits and weights too (values of numbers only).
+        let text = config(listen, admin, &[("p2", &f2), ("p3", &f3)], &keys_v3)
+            .replace("request_deadline_ms = 3000", "request_deadline_ms = 4000")
+            .replace("name = \"p3\"\n", "name = \"p3\"\n  weight = 2.5\n");
+        rewrite(&prism, &text);
+        let cli = run_cli(&["reload", "--admin", &admin.to_string()], &[], WAIT);
+        assert!(cli.status.success(), "{cli:?}");
+        for change in [
+            "limits.request_deadline_ms: 3000 -> 4000",
+            "networks.testnet.providers.p3.weight: 1.0 -> 2.5",
+        ] {
+            assert!(cli.stdout.contains(change), "{change:?} missing: {cli:?}");
+        }
 
         stop.store(true, Ordering::Relaxed);
     });

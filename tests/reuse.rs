@@ -1,5 +1,9 @@
 //! In-flight deduplication and the deterministic-result cache, through a running Prism: what reaches the
 //! fake provider is counted there, and every caller must still get its own id and the provider's bytes.
+//!
+//! These fakes have no WebSocket, so Prism has no heads feed to prove an answer about a block not yet final
+//! with: only final answers (at or below the pool's `finalized`, [`FINALIZED`]) are served from the cache
+//! here. Reorgs against cached answers are tested with a real node in `tests/reorgs.rs`.
 
 mod support;
 
@@ -9,11 +13,15 @@ use support::fake::Reply;
 use support::{call, expect_http_result, wait_until, FakeProvider, Prism};
 
 const HEAD: u64 = 1000;
+/// The fake's `finalized` block.
+const FINALIZED: u64 = 900;
 
-/// One shard (dedupe and cache are per shard), a fake at head 1000, and Prism's pool head learned.
+/// One shard (dedupe and cache are per shard), a fake at head 1000 with `finalized` at 900, and Prism's pool
+/// head and agreed `finalized` learned.
 fn setup(extra: &str) -> (FakeProvider, Prism) {
     let fake = FakeProvider::start();
     fake.set_head(HEAD);
+    fake.set_tag("finalized", FINALIZED);
     let prism = Prism::builder()
         .network("testnet", 4663)
         .network_option("probe_interval_ms", 100)
@@ -21,10 +29,11 @@ fn setup(extra: &str) -> (FakeProvider, Prism) {
         .extra_toml(extra)
         .start();
     assert!(
-        wait_until(Duration::from_secs(5), || prism.status()["networks"][0]["bestHead"]
-            .as_u64()
-            == Some(HEAD)),
-        "Prism never learned the head"
+        wait_until(Duration::from_secs(5), || {
+            let s = prism.status();
+            s["networks"][0]["bestHead"].as_u64() == Some(HEAD) && s["networks"][0]["finalized"] == FINALIZED
+        }),
+        "Prism never learned the head and the finalized block"
     );
     (fake, prism)
 }
@@ -96,40 +105,39 @@ fn distinct_params_never_share_an_answer() {
 }
 
 #[test]
-fn deep_reads_are_cached_and_latest_never_is() {
+fn final_reads_are_cached_and_latest_never_is() {
     let (fake, prism) = setup("");
-    let deep = call(
-        "1",
-        "eth_getBalance",
-        r#"["0x00000000000000000000000000000000000000aa","0x10"]"#,
-    );
-    let latest = call(
-        "2",
-        "eth_getBalance",
-        r#"["0x00000000000000000000000000000000000000aa","latest"]"#,
-    );
-    let near = call(
-        "3",
-        "eth_getBalance",
-        &format!(r#"["0x00000000000000000000000000000000000000aa","0x{:x}"]"#, HEAD - 3),
-    );
+    let read_at = |id: &str, block: &str| {
+        call(
+            id,
+            "eth_getBalance",
+            &format!(r#"["0x00000000000000000000000000000000000000aa",{block}]"#),
+        )
+    };
+    let deep = read_at("1", r#""0x10""#);
+    let latest = read_at("2", r#""latest""#);
+    let near = read_at("3", &format!(r#""0x{:x}""#, HEAD - 3));
+    // 64 blocks deep but above `finalized`: its block is not one Prism knows, and without a heads feed
+    // nothing would prove it anyway.
+    let unproven = read_at("4", &format!(r#""0x{:x}""#, FINALIZED + 10));
     fake.set_reply("eth_getBalance", Reply::Result("\"0x1bc16d674ec80000\"".into()));
     for _ in 0..3 {
         let r = prism.rpc(deep.as_bytes());
         assert_eq!(expect_http_result(&r, "1"), b"\"0x1bc16d674ec80000\"");
         prism.rpc(latest.as_bytes());
         prism.rpc(near.as_bytes());
+        prism.rpc(unproven.as_bytes());
     }
     let deep_calls = fake
         .calls_to("eth_getBalance")
         .iter()
         .filter(|c| c.params.as_deref().is_some_and(|p| p.ends_with(b"\"0x10\"]")))
         .count();
-    assert_eq!(deep_calls, 1, "a read 990 blocks below the head is asked once");
+    assert_eq!(deep_calls, 1, "a read below the finalized block is asked once");
     assert_eq!(
         fake.count("eth_getBalance"),
-        1 + 3 + 3,
-        "latest and near-head reads always go upstream"
+        1 + 3 + 3 + 3,
+        "latest, near-head and unproven reads always go upstream"
     );
     assert!(prism.metric("prism_cache_hits_total") >= 2.0);
 }
@@ -169,50 +177,35 @@ fn null_and_error_answers_never_stick() {
     assert_eq!(
         fake.count("eth_getTransactionReceipt"),
         5,
-        "a mined receipt is asked once more, then cached"
+        "a receipt in a final block is asked once more, then cached"
     );
 }
 
 #[test]
-fn a_reorg_at_a_cached_height_drops_the_entry() {
+fn a_receipt_in_a_block_not_yet_final_is_asked_every_time_without_a_heads_feed() {
     let (fake, prism) = setup("");
-    let balance = call(
-        "1",
-        "eth_getBalance",
-        r#"["0x00000000000000000000000000000000000000aa","0x10"]"#,
+    let receipt = call(
+        "7",
+        "eth_getTransactionReceipt",
+        &format!(r#"["0x{}"]"#, "cd".repeat(32)),
     );
-    let h1 = format!("0x{}", "11".repeat(32));
-    let h2 = format!("0x{}", "22".repeat(32));
-    // Prism learns the block at height 16 and caches a balance read there.
-    fake.set_reply(
-        "eth_getBlockByNumber",
-        Reply::Result(format!(r#"{{"number":"0x10","hash":"{h1}"}}"#)),
+    let mined = format!(
+        r#"{{"blockNumber":"0x{:x}","blockHash":"0x{}","status":"0x1"}}"#,
+        HEAD - 2,
+        "22".repeat(32)
     );
-    prism.rpc(call("2", "eth_getBlockByNumber", r#"["0x10",false]"#).as_bytes());
-    prism.rpc(balance.as_bytes());
-    prism.rpc(balance.as_bytes());
-    assert_eq!(fake.count("eth_getBalance"), 1);
-    // An answer reveals another block at height 16: a reorg. The cached balance must go.
-    fake.set_reply(
-        "eth_getBlockByHash",
-        Reply::Result(format!(r#"{{"number":"0x10","hash":"{h2}"}}"#)),
-    );
-    prism.rpc(call("3", "eth_getBlockByHash", &format!(r#"["{h2}",false]"#)).as_bytes());
-    prism.rpc(balance.as_bytes());
+    fake.set_reply("eth_getTransactionReceipt", Reply::Result(mined.clone()));
+    for _ in 0..3 {
+        assert_eq!(
+            expect_http_result(&prism.rpc(receipt.as_bytes()), "7"),
+            mined.as_bytes()
+        );
+    }
     assert_eq!(
-        fake.count("eth_getBalance"),
-        2,
-        "after a reorg at its height the entry is asked again"
+        fake.count("eth_getTransactionReceipt"),
+        3,
+        "nothing proves the block is still canonical: the node is asked"
     );
-    // The old block by number went too.
-    prism.rpc(call("4", "eth_getBlockByNumber", r#"["0x10",false]"#).as_bytes());
-    // Counted by params: the prober asks `eth_getBlockByNumber("safe"/"finalized")` on its own.
-    let by_number = fake
-        .calls_to("eth_getBlockByNumber")
-        .iter()
-        .filter(|c| c.params.as_deref() == Some(&br#"["0x10",false]"#[..]))
-        .count();
-    assert_eq!(by_number, 2);
 }
 
 #[test]
@@ -221,6 +214,7 @@ fn the_memory_bound_holds_under_a_flood_of_distinct_keys() {
     fake.set_reply("eth_getBalance", Reply::Result(format!("\"0x{}\"", "f".repeat(1000))));
     let mut conn = prism.conn();
     for i in 0..600u32 {
+        // At block 16, final: cacheable.
         let body = call(&i.to_string(), "eth_getBalance", &format!(r#"["0x{:040x}","0x10"]"#, i));
         let r = conn.request(&support::http::post("/", body.as_bytes()));
         expect_http_result(&r, &i.to_string());

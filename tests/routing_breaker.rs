@@ -101,6 +101,9 @@ fn half_open_sends_exactly_one_probe_then_closes_when_it_succeeds() {
     )
     .start();
     wait_serving(&prism, &["p1", "p2"]);
+    // Until p1's first (slow) probe returns, its head is unknown and the key's reads, whose mark p2's
+    // answers raised, rightly go to p2 alone: wait for p1's head before counting its reads.
+    prism.wait_provider("p1", WAIT, "a head", |r| r["head"].as_u64().is_some_and(|h| h > 0));
     let opened = reads_until_p1_saw(&prism, &p1, 3);
     p1.clear_method_mode("eth_getBalance");
     let row = prism.wait_provider("p1", WAIT, "open or half-open", |r| r["state"] != "closed");

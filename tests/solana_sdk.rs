@@ -39,7 +39,9 @@ impl Drop for Kid {
 /// Base layer, ER 1 (the default) and ER 2 behind Prism: alice delegated to ER 1, carol to ER 2, bob and
 /// dave on the base layer; every chain checks blockhashes.
 fn deployment() -> Magic {
-    let m = Magic::two_ers();
+    // Node's fetch keeps idle connections 4 s and does not retry a POST on one the server closed meanwhile:
+    // the test default (500 ms) made a step fail now and then with "fetch failed" (Prism's default is 60 s).
+    let m = Magic::start_with(true, |b| b.limit("idle_timeout_ms", 60_000));
     for name in ["payer", "alice", "bob", "carol", "dave"] {
         m.base.set_lamports(&pk(name), ON_BASE);
     }

@@ -159,3 +159,66 @@ fn an_er_whose_slot_freezes_is_down_and_its_accounts_get_an_error_naming_it() {
     m.prism.wait_state("er-1", "closed", WAIT);
     assert_eq!(m.result("getBalance", json!([alice]))["value"], json!(42));
 }
+
+/// Default settings (probes every 2 s, `slot_stall_ms` 10 000, `slot_stall_slots` 20): a 50 ms ER and a
+/// 400 ms base layer whose clocks stop (while `getHealth` still says "ok") are each marked down within
+/// about 20 of their own slot times plus one probe interval. Prints both times (issue 36: before the cadence
+/// rule both took the fixed 10 s and more).
+#[test]
+fn with_default_settings_a_frozen_er_and_base_are_down_within_twenty_of_their_own_slots() {
+    let m = Magic::start_with_network(false, |net, _| net.replacen("slot_stall_ms = 0\n", "", 1), |b| b);
+    m.base.start_ticker(Duration::from_millis(400));
+    m.er1.start_ticker(Duration::from_millis(50));
+    support::wait_serving(&m.prism, &["base-1", "er-1"]);
+    // A few probes to learn each cadence (two advancing probe intervals at least).
+    let learned = |name: &str, lo: f64, hi: f64| {
+        m.prism
+            .wait_provider(name, Duration::from_secs(20), "cadence learned", |row| {
+                row["slotMs"].as_f64().is_some_and(|ms| (lo..=hi).contains(&ms)) && row["state"] == "closed"
+            })
+    };
+    let er_row = learned("er-1", 40.0, 65.0);
+    let base_row = learned("base-1", 350.0, 460.0);
+    eprintln!(
+        "cadence learned: er-1 {} ms per slot (stalled after {} ms), base-1 {} ms per slot (after {} ms)",
+        er_row["slotMs"], er_row["stallAfterMs"], base_row["slotMs"], base_row["stallAfterMs"]
+    );
+    let alice = support::solana_fake::b58(&[9u8; 32]);
+    m.er1
+        .set_account(&alice, support::solana_fake::Account::new(42, &pk("program"), &[]));
+    m.base.delegate(&alice, &pk("er1_identity"));
+    assert_eq!(m.result("getBalance", json!([alice]))["value"], json!(42));
+    m.er1.freeze(true);
+    m.base.freeze(true);
+    let frozen = std::time::Instant::now();
+    let mut er_took = None;
+    let mut base_took = None;
+    while (er_took.is_none() || base_took.is_none()) && frozen.elapsed() < Duration::from_secs(30) {
+        if er_took.is_none() && m.prism.provider_state("er-1") == "stalled" {
+            er_took = Some(frozen.elapsed());
+        }
+        if base_took.is_none() && m.prism.provider_state("base-1") == "stalled" {
+            base_took = Some(frozen.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "frozen clocks marked down: er-1 (50 ms slots) after {er_took:?}, base-1 (400 ms slots) after {base_took:?}"
+    );
+    let er_took = er_took.expect("er-1 never marked down");
+    let base_took = base_took.expect("base-1 never marked down");
+    // 20 × 50 ms + one 2 s probe interval = 3 s; 2 s of headroom for a loaded machine.
+    assert!(er_took < Duration::from_secs(5), "er-1 took {er_took:?}");
+    // 20 × 400 ms + 2 s = 10 s, within slot_stall_ms (10 s) + the probe interval.
+    assert!(base_took < Duration::from_secs(13), "base-1 took {base_took:?}");
+    assert!(
+        er_took < base_took,
+        "each from its own cadence: er-1 {er_took:?}, base-1 {base_took:?}"
+    );
+    let err = m.error("getBalance", json!([alice]));
+    let message = err["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("er-1") && message.contains("down"),
+        "an error naming the ER: {err}"
+    );
+}

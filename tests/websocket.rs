@@ -256,6 +256,36 @@ fn wait_for(what: &str, f: impl FnMut() -> bool) {
     assert!(eventually(WAIT, f), "{what} did not happen within {WAIT:?}");
 }
 
+// ---- provider credentials on the upgrade ----------------------------------------------------------
+
+#[test]
+fn the_upstream_upgrade_carries_the_providers_auth_headers() {
+    let fake = WsFake::start(100);
+    let auth = format!(
+        "{}\n[networks.providers.auth]\nheaders = {{ \"x-api-key\" = \"${{WS_PROVIDER_KEY}}\" }}",
+        fake.ws_option()
+    );
+    let prism = start(
+        Prism::builder()
+            .provider_url_with(&fake.http_url(), &auth)
+            .env("WS_PROVIDER_KEY", "ws-k3y-secret"),
+        &["p1"],
+        100,
+    );
+    let mut c = Client::connect(&prism, "/");
+    c.subscribe(json!(["newHeads"]));
+    wait_for("upstream subscription", || fake.active_subscriptions() == 1);
+    let upgrades = fake.handshake_headers();
+    assert!(!upgrades.is_empty());
+    for headers in &upgrades {
+        assert!(
+            headers.iter().any(|(n, v)| n == "x-api-key" && v == "ws-k3y-secret"),
+            "an upgrade without the provider's header: {headers:?}"
+        );
+    }
+    assert!(!prism.log().contains("ws-k3y-secret"));
+}
+
 // ---- newHeads across socket drops ----------------------------------------------------------------
 
 #[test]

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Installs what tests/real_clients.rs and tests/chaos.rs need: a real EVM dev node (ganache) and viem from
-# tests/evm/package-lock.json, and web3.py. Idempotent and quiet when everything is already there.
+# Installs what tests/real_clients.rs, tests/chaos.rs and tests/reorgs.rs need: two real EVM dev nodes (ganache,
+# and Foundry's anvil, a binary from npm) and viem from tests/evm/package-lock.json, and web3.py. Idempotent
+# and quiet when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 evm=tests/evm
 # npm ci only when node_modules is missing or older than the lock file.
 if [ ! -f "$evm/node_modules/.package-lock.json" ] || [ "$evm/package-lock.json" -nt "$evm/node_modules/.package-lock.json" ] \
-  || [ ! -f "$evm/node_modules/ganache/dist/node/cli.js" ]; then
-  echo "== npm ci in $evm (ganache, viem, solc)"
+  || [ ! -f "$evm/node_modules/ganache/dist/node/cli.js" ] \
+  || [ ! -x "$evm/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" ]; then
+  echo "== npm ci in $evm (ganache, anvil, viem, solc)"
   (cd "$evm" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

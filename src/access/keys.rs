@@ -30,6 +30,10 @@ pub struct KeyEntry {
     limit: Option<(f64, u32)>,
     pub strategy: Strategy,
     pub weights: Weights,
+    /// Its verified reads (`core::verify`; off unless `verify` is configured).
+    pub verify: crate::core::verify::VerifyRule,
+    /// Its weight in fair shares of provider quota (`core::quota`).
+    pub quota_weight: f64,
 }
 
 /// Method allowlist: exact names and `prefix_*` patterns; empty = everything.
@@ -94,6 +98,13 @@ impl KeyEntry {
 
     pub fn mark(&self) -> MarkKey {
         MarkKey::Key(self.index)
+    }
+}
+
+impl KeyRing {
+    /// Every configured key's index and `quota_weight` (for `core::quota::QuotaLive::configure`).
+    pub fn quota_weights(&self) -> Vec<(usize, f64)> {
+        self.entries.iter().map(|e| (e.index, e.quota_weight)).collect()
     }
 }
 
@@ -219,6 +230,13 @@ impl KeyRing {
             limit,
             strategy: k.strategy,
             weights: k.weights,
+            // `prism check` refused a `verify` that does not build.
+            verify: k
+                .verify
+                .as_ref()
+                .and_then(|v| crate::core::verify::VerifyRule::from_config(v).ok())
+                .unwrap_or(crate::core::verify::VerifyRule::OFF),
+            quota_weight: k.quota_weight,
         }
     }
 

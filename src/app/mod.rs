@@ -35,6 +35,7 @@ use crate::telemetry::recorder::{Delta, Recorder};
 use crate::transport::{tls, PoolSettings, UpstreamPool};
 use crate::upstream::Registry;
 
+pub mod lint;
 mod reload;
 pub use reload::World;
 use reload::{Reloader, WorldCell};
@@ -118,6 +119,9 @@ pub fn serve(
         .iter()
         .map(|n| NetworkLive::new(n, &config.policy.breaker, keys.capacity()))
         .collect();
+    for (n, live) in lives.iter().enumerate() {
+        live.quota.configure(&config, n, &keys.quota_weights());
+    }
     // Every network has room for every provider slot a reload may fill (see `config::changes`).
     let slots: Vec<usize> = config.networks.iter().map(|_| ProviderId::MAX).collect();
     let metrics: Vec<Arc<ShardMetrics>> = (0..shards)
@@ -395,6 +399,8 @@ fn start_background(id: ShardId, shard: &Rc<Shard>, shared: &CrossShard) {
                 for up in &net.route.upstreams {
                     up.pool.sweep(now);
                 }
+                // The heads feed the cache asked for, if it has none yet.
+                crate::core::subs::SubHub::keep_heads(&net.route);
             }
             sweeper.recorder.flush();
             let (mut bytes, mut entries, mut evictions) = (0, 0, 0);
@@ -485,6 +491,10 @@ fn build_gen(
     for (index, n) in registry.networks.iter().enumerate() {
         let before = previous.and_then(|p| p.networks.get(index));
         if let (Some(before), NetworkKind::SolanaMagic) = (before, config.networks[index].kind) {
+            // Kept whole; only rotated credentials reach its pools.
+            for (up, p) in before.route.upstreams.iter().zip(&n.providers) {
+                up.pool.set_headers(p.headers.clone());
+            }
             networks.push(before.clone());
             continue;
         }
@@ -493,6 +503,10 @@ fn build_gen(
         for (slot, (p, c)) in n.providers.iter().zip(&config.networks[index].providers).enumerate() {
             // A slot keeps its provider (name and URLs) for the life of the process: reuse it as it is.
             let kept = before.and_then(|b| b.route.upstreams.get(slot)).cloned();
+            // A kept slot takes the generation's credentials (a rotated secret), keeping its connections.
+            if let Some(k) = &kept {
+                k.pool.set_headers(p.headers.clone());
+            }
             upstreams.push(kept.unwrap_or_else(|| {
                 // An https provider without a usable TLS name still gets a pool slot: its calls fail (and
                 // count) instead of shifting every later provider's index.
@@ -506,6 +520,7 @@ fn build_gen(
                     url,
                     addrs: p.ws_addrs.clone(),
                 });
+                pool.set_headers(p.headers.clone());
                 Rc::new(Upstream::new(p.name.clone(), pool, ws))
             }));
             statics.push(ProviderStatic {
@@ -513,6 +528,10 @@ fn build_gen(
                 overflow: p.overflow,
                 region_distance: region_distance(config.server.region.as_deref(), p.region.as_deref()),
                 quota_rps: p.quota_rps.map(f64::from),
+                credits: c
+                    .credits
+                    .as_ref()
+                    .map(|c| Arc::new(crate::core::quota::CreditTable::new(c))),
             });
             debug_assert_eq!(p.name, c.name);
         }
@@ -529,6 +548,8 @@ fn build_gen(
             operators: operators(&config.networks[index]),
             recorder: recorder.clone(),
             rotation: Cell::new(0),
+            round_robin: Cell::new(0),
+            pressure: Default::default(),
             cache: match before {
                 Some(b) => b.cache.clone(),
                 None => config
@@ -556,6 +577,9 @@ fn build_gen(
                 sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
+            sync: crate::core::sync_submit::SyncSupport::new(
+                config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
+            ),
             superseded: Cell::new(false),
             logs: LogsSettings {
                 concurrency: config.limits.logs_split_concurrency,
@@ -577,7 +601,7 @@ fn build_gen(
         // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
         let magic = solana[index]
             .as_ref()
-            .map(|net| SolanaRoute::new(route.clone(), net.clone(), config.limits.record_resubscribe_per_sec));
+            .map(|net| SolanaRoute::new(route.clone(), net.clone(), &config.limits));
         networks.push(Network::new(route, magic));
     }
     Gen {

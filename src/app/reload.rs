@@ -126,8 +126,9 @@ impl Reloader {
         // Readers that walk the config's provider list index slots directly, so the order here only decides
         // what the admin view shows for a moment.
         self.config.store(world.config.clone());
-        for (live, net) in self.lives.iter().zip(&world.config.networks) {
+        for (n, (live, net)) in self.lives.iter().zip(&world.config.networks).enumerate() {
             live.apply_roster(net);
+            live.quota.configure(&world.config, n, &world.keys.quota_weights());
         }
         self.keys.store(world.keys.clone());
         self.world.store(Arc::new(world));

@@ -312,11 +312,13 @@ impl Sync {
         };
         let mut seen = Vec::new();
         let ceilings: Vec<Option<u64>> = self.lives.iter().map(|l| l.plausible_ceiling(now_ms())).collect();
+        let mut demands = Vec::new();
         for (peer, payload) in peers.iter().zip(payloads) {
             if let Some(p) = payload {
-                seen.push(self.apply(peer, &p, &ceilings));
+                seen.push(self.apply(peer, &p, &ceilings, &mut demands));
             }
         }
+        self.share_demands(demands);
         // Peers' best heads, bounded per peer in `apply`: replaced every sync, never kept as a maximum.
         let until = now_ms() + self.cluster.ttl_ms;
         for (n, live) in self.lives.iter().enumerate() {
@@ -360,13 +362,38 @@ impl Sync {
                     let _ = writeln!(out, "mark {} {key} {m}", net.name);
                 }
             }
+            // Each key's demand on each quota-limited provider (fair shares): peers fill the quota with it.
+            if live.quota.fair_on() {
+                for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| c.quota_rps.is_some()) {
+                    for (k, credits) in live.quota.local_demand(crate::rpc::ProviderId::new(i)) {
+                        let name = if k == 0 {
+                            Some("-")
+                        } else {
+                            self.keys
+                                .entries()
+                                .iter()
+                                .find(|e| e.index == k)
+                                .map(|e| e.name.as_str())
+                        };
+                        if let Some(name) = name {
+                            let _ = writeln!(out, "fair {} {} {name} {}", net.name, c.name, (credits * 1000.0) as u64);
+                        }
+                    }
+                }
+            }
         }
         out
     }
 
     /// Folds a peer's view into this node's atomics. Heads and marks above `ceilings[n]` (where this node's own
     /// believed heads say network `n` can plausibly be) are ignored.
-    fn apply(&self, peer: &str, payload: &str, ceilings: &[Option<u64>]) -> Peer {
+    fn apply(
+        &self,
+        peer: &str,
+        payload: &str,
+        ceilings: &[Option<u64>],
+        demands: &mut Vec<(usize, usize, usize, f64)>,
+    ) -> Peer {
         let until = now_ms() + self.cluster.ttl_ms;
         let mut open = Vec::new();
         let mut best_heads = vec![0; self.lives.len()];
@@ -404,6 +431,20 @@ impl Sync {
                         ));
                     }
                 }
+                Some(&"fair") => {
+                    // A peer's key demand on a quota-limited provider, in thousandths of a credit per second.
+                    let provider = f
+                        .get(2)
+                        .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
+                    let key = match f.get(3) {
+                        Some(&"-") => Some(0),
+                        Some(name) => self.keys.entries().iter().find(|e| e.name == *name).map(|e| e.index),
+                        None => None,
+                    };
+                    if let (Some(i), Some(k), Some(d)) = (provider, key, num(4)) {
+                        demands.push((n, i, k, d as f64 / 1000.0));
+                    }
+                }
                 Some(&"mark") => {
                     let key = match f.get(2) {
                         Some(&"-") => Some(0),
@@ -427,6 +468,42 @@ impl Sync {
             id: peer.to_string(),
             open,
             best_heads,
+        }
+    }
+
+    /// Peers' key demands on quota-limited providers (summed over peers) go to each provider's fair shares,
+    /// bounded there (`core::quota::PEER_DEMAND_BOUND`) and valid for a ttl.
+    fn share_demands(&self, mut demands: Vec<(usize, usize, usize, f64)>) {
+        let until = now_ms() + self.cluster.ttl_ms;
+        demands.sort_by_key(|d| (d.0, d.1, d.2));
+        for (n, live) in self.lives.iter().enumerate() {
+            if !live.quota.fair_on() {
+                continue;
+            }
+            for (i, c) in self.config.networks[n].providers.iter().enumerate() {
+                if c.quota_rps.is_none() {
+                    continue;
+                }
+                let mut per_key: Vec<(usize, f64)> = Vec::new();
+                for d in demands.iter().filter(|d| d.0 == n && d.1 == i) {
+                    match per_key.last_mut() {
+                        Some(last) if last.0 == d.2 => last.1 += d.3,
+                        _ => per_key.push((d.2, d.3)),
+                    }
+                }
+                let cut = live
+                    .quota
+                    .set_peer_demand(crate::rpc::ProviderId::new(i), &per_key, until);
+                if cut > 0 {
+                    self.refuse(
+                        "key demand",
+                        format_args!(
+                            "{cut} peer demands on {}/{} beyond the bound",
+                            self.config.networks[n].name, c.name
+                        ),
+                    );
+                }
+            }
         }
     }
 

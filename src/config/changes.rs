@@ -15,108 +15,80 @@
 use super::{Config, Network, NetworkKind, Provider};
 use crate::rpc::ProviderId;
 
-/// The fields of `new` that differ from `running` and cannot change without a restart (empty: the reload
-/// may proceed).
+/// Fields whose whole section is built once per process.
+const RESTART_SECTIONS: &[&str] = &["server.", "cache.", "cluster.", "policy.breaker."];
+
+/// Limits the upstream pools and the Solana links were built with.
+const RESTART_LIMITS: &[&str] = &[
+    "limits.upstream_connect_timeout_ms",
+    "limits.upstream_idle_timeout_ms",
+    "limits.upstream_max_idle",
+    "limits.upstream_max_connections",
+    "limits.max_response_bytes",
+    "limits.record_resubscribe_per_sec",
+    "limits.solana_subscriptions_per_socket",
+];
+
+/// What an EVM network's shared state was sized with.
+const RESTART_NETWORK_FIELDS: &[&str] = &[
+    "chain_id",
+    "max_drift_blocks",
+    "hwm_tolerance_blocks",
+    "block_time_ms",
+    "head_slack_blocks",
+    "max_slot_drift",
+    "slot_stall_ms",
+    "slot_stall_slots",
+];
+
+/// The fields of `new` that differ from `running` and cannot change without a restart, each by its own
+/// path (`server.shards`, `networks.main.chain_id`); empty: the reload may proceed.
 pub fn restart_needed(running: &Config, new: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    let mut differs = |field: &str, a: String, b: String| {
-        if a != b {
-            out.push(field.to_string());
-        }
-    };
-    differs("server", format!("{:?}", running.server), format!("{:?}", new.server));
-    differs("cache", format!("{:?}", running.cache), format!("{:?}", new.cache));
-    differs(
-        "cluster",
-        format!("{:?}", running.cluster),
-        format!("{:?}", new.cluster),
-    );
-    differs(
-        "policy.breaker",
-        format!("{:?}", running.policy.breaker),
-        format!("{:?}", new.policy.breaker),
-    );
-    let (a, b) = (&running.limits, &new.limits);
-    for (field, x, y) in [
-        (
-            "limits.upstream_connect_timeout_ms",
-            a.upstream_connect_timeout_ms,
-            b.upstream_connect_timeout_ms,
-        ),
-        (
-            "limits.upstream_idle_timeout_ms",
-            a.upstream_idle_timeout_ms,
-            b.upstream_idle_timeout_ms,
-        ),
-        (
-            "limits.upstream_max_idle",
-            a.upstream_max_idle as u64,
-            b.upstream_max_idle as u64,
-        ),
-        (
-            "limits.upstream_max_connections",
-            a.upstream_max_connections as u64,
-            b.upstream_max_connections as u64,
-        ),
-        (
-            "limits.max_response_bytes",
-            a.max_response_bytes as u64,
-            b.max_response_bytes as u64,
-        ),
-        (
-            "limits.record_resubscribe_per_sec",
-            a.record_resubscribe_per_sec as u64,
-            b.record_resubscribe_per_sec as u64,
-        ),
-    ] {
-        differs(field, x.to_string(), y.to_string());
-    }
-    let solana = running.networks.iter().any(|n| n.kind == NetworkKind::SolanaMagic);
-    if solana {
-        differs(
-            "policy.retry and policy.hedge (a solana-magic network keeps its routes until a restart)",
-            format!("{:?} {:?}", running.policy.retry, running.policy.hedge),
-            format!("{:?} {:?}", new.policy.retry, new.policy.hedge),
-        );
-    }
     let names = |c: &Config| c.networks.iter().map(|n| (n.name.clone(), n.kind)).collect::<Vec<_>>();
-    if names(running) != names(new) {
-        out.push("networks (adding, removing, renaming or reordering a network)".into());
-        return out;
-    }
-    for (r, n) in running.networks.iter().zip(&new.networks) {
-        if r.kind == NetworkKind::SolanaMagic {
-            let bare = |net: &Network| {
-                let mut net = net.clone();
-                net.providers.retain(|p| !p.retired);
-                format!("{net:?}")
+    let topology = names(running) != names(new);
+    let bare = |c: &Config| {
+        let mut c = c.clone();
+        for n in &mut c.networks {
+            n.providers.retain(|p| !p.retired);
+        }
+        super::diff::flatten(&c)
+    };
+    let solana: Vec<&str> = running
+        .networks
+        .iter()
+        .filter(|n| n.kind == NetworkKind::SolanaMagic)
+        .map(|n| n.name.as_str())
+        .collect();
+    for (path, _) in super::diff::differences(&bare(running), &bare(new)) {
+        let in_network = |name: &str| path.strip_prefix(&format!("networks.{name}.")).map(str::to_string);
+        let restart = path.starts_with("config (")
+            || RESTART_SECTIONS.iter().any(|s| path.starts_with(s))
+            || (path.starts_with("cluster") && !path.contains('.'))
+            || RESTART_LIMITS.contains(&path.as_str())
+            || (!solana.is_empty() && (path.starts_with("policy.retry.") || path.starts_with("policy.hedge.")))
+            || (!topology
+                && solana
+                    .iter()
+                    .any(|n| in_network(n).is_some_and(|rest| !rest.contains(".auth."))))
+            || (!topology
+                && running
+                    .networks
+                    .iter()
+                    .any(|n| in_network(&n.name).is_some_and(|rest| RESTART_NETWORK_FIELDS.contains(&rest.as_str()))));
+        if restart {
+            let why = if path.starts_with("policy.retry.") || path.starts_with("policy.hedge.") {
+                " (a solana-magic network keeps its routes until a restart)"
+            } else if solana.iter().any(|n| path.starts_with(&format!("networks.{n}."))) {
+                " (a solana-magic network: restart to change it)"
+            } else {
+                ""
             };
-            if bare(r) != bare(n) {
-                out.push(format!(
-                    "networks.{} (a solana-magic network: restart to change it)",
-                    r.name
-                ));
-            }
-            continue;
+            out.push(format!("{path}{why}"));
         }
-        let shape = |net: &Network| {
-            format!(
-                "{:?} {} {} {} {} {} {}",
-                net.chain_id,
-                net.max_drift_blocks,
-                net.hwm_tolerance_blocks,
-                net.block_time_ms,
-                net.head_slack_blocks,
-                net.max_slot_drift,
-                net.slot_stall_ms
-            )
-        };
-        if shape(r) != shape(n) {
-            out.push(format!(
-                "networks.{} chain_id, max_drift_blocks, hwm_tolerance_blocks, block_time_ms or head_slack_blocks",
-                r.name
-            ));
-        }
+    }
+    if topology {
+        out.push("networks (adding, removing, renaming or reordering a network)".into());
     }
     out
 }
@@ -231,7 +203,41 @@ pub fn summary(running: &Config, next: &Config) -> Vec<String> {
             out.push(format!("keys {what}: {}{tail}", shown.join(", ")));
         }
     }
+    // Everything else that changed, field by field (providers and keys are summed up above).
+    let skip = |path: &str| {
+        path.starts_with("keys.")
+            || running.networks.iter().chain(&next.networks).any(|n| {
+                let added_or_removed = |p: &super::Provider| {
+                    path.starts_with(&format!("networks.{}.providers.{}.", n.name, p.name))
+                        && !(r_has(running, &n.name, &p.name) && r_has(next, &n.name, &p.name))
+                };
+                n.providers.iter().any(added_or_removed)
+            })
+    };
+    let bare = |c: &Config| {
+        let mut c = c.clone();
+        for n in &mut c.networks {
+            n.providers.retain(|p| !p.retired);
+        }
+        super::diff::flatten(&c)
+    };
+    for (path, line) in super::diff::differences(&bare(running), &bare(next)) {
+        if !skip(&path) {
+            out.push(line);
+        }
+    }
+    let secrets = running.secrets.changed(&next.secrets);
+    if !secrets.is_empty() {
+        out.push(format!("secrets changed (names only): {}", secrets.join(", ")));
+    }
     out
+}
+
+/// Whether `c` has an active provider `provider` in network `network`.
+fn r_has(c: &Config, network: &str, provider: &str) -> bool {
+    c.networks
+        .iter()
+        .any(|n| n.name == network && n.providers.iter().any(|p| p.name == provider && !p.retired))
 }
 
 #[cfg(test)]
@@ -320,12 +326,14 @@ mod tests {
         moved.server.listen = "127.0.0.1:7".into();
         moved.networks[0].chain_id = Some(5);
         moved.limits.upstream_max_idle += 1;
+        moved.server.shards = 3;
         assert_eq!(
             restart_needed(&running, &moved),
             [
-                "server",
                 "limits.upstream_max_idle",
-                "networks.a chain_id, max_drift_blocks, hwm_tolerance_blocks, block_time_ms or head_slack_blocks"
+                "networks.a.chain_id",
+                "server.listen",
+                "server.shards",
             ]
         );
         let mut renamed = running.clone();

@@ -52,7 +52,7 @@ impl Endpoint {
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, path) = rest.split_at(split);
         if authority.contains('@') {
-            return Err("credentials in the URL are not supported; put the API key in the path".into());
+            return Err("credentials in the URL are not supported: put them in the provider's [networks.providers.auth] (basic_user, basic_password) or the API key in the path".into());
         }
         if authority.is_empty() {
             return Err(format!("no host in {:?}", redacted(url)));

@@ -1,8 +1,8 @@
 //! The config types. Field names are the TOML keys; defaults are the seeds' policy defaults.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub server: Server,
@@ -17,10 +17,21 @@ pub struct Config {
     pub cluster: Option<Cluster>,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[admin]`: who may use the admin listener's mutating endpoints (reload, cordon).
+    #[serde(default)]
+    pub admin: super::secrets::AdminAccess,
+    /// `NAME=value` lines read for `${NAME}` before the process environment, on start-up and on every
+    /// reload (so a secret rotated in the file is picked up by a reload). Relative to the config file.
+    #[serde(default)]
+    pub env_file: Option<String>,
+    /// Not a config key: a fingerprint of every secret the config read (`${NAME}` values and secret files),
+    /// by name, so a reload can say which ones changed without holding or showing them.
+    #[serde(skip)]
+    pub secrets: super::secrets::Fingerprints,
 }
 
 /// In-flight deduplication and the deterministic-result cache (per shard).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CacheConfig {
     /// Identical in-flight reads share one upstream call.
@@ -44,7 +55,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Server {
     /// JSON-RPC over HTTP (and later WebSocket).
@@ -96,7 +107,7 @@ impl Server {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tls {
     pub cert: String,
@@ -104,7 +115,7 @@ pub struct Tls {
 }
 
 /// Every limit the edge and transport enforce. All have sane defaults.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest request body accepted (413 beyond). geth's own limit is 5 MiB.
@@ -148,6 +159,10 @@ pub struct Limits {
     /// Solana: delegation-record subscriptions a shard sends per second when its base-layer WebSocket comes
     /// back (accounts a request touches go first), so 200 000 tracked accounts are not one burst.
     pub record_resubscribe_per_sec: usize,
+    /// Solana: client subscriptions (topics: identical ones are shared) one upstream WebSocket carries; a side
+    /// opens another socket only when its sockets hold this many. Shared provider plans often allow 50-100
+    /// per connection: lower it there.
+    pub solana_subscriptions_per_socket: usize,
     /// Largest answer Prism builds for one request (a whole batch together); beyond it the request is
     /// answered with a -32003 "answer too large" error instead.
     pub max_answer_bytes: usize,
@@ -188,6 +203,7 @@ impl Default for Limits {
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,
             record_resubscribe_per_sec: 2_000,
+            solana_subscriptions_per_socket: 1_000,
             max_answer_bytes: 64 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             max_subscriptions_per_shard: 10_000,
@@ -199,19 +215,44 @@ impl Default for Limits {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
     pub hedge: HedgePolicy,
+    pub fair_share: FairSharePolicy,
+}
+
+/// `[policy.fair_share]`: when a provider's `quota_rps` is the bottleneck, keys get weighted max-min fair
+/// shares of it (`quota_weight` per key); a key over its share goes to other providers or is refused with
+/// `Retry-After` (`core::quota`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FairSharePolicy {
+    pub enabled: bool,
+}
+
+/// `credits = { default = 1, methods = { eth_call = 26 } }` on a provider: what each call costs there in
+/// the units it bills (its `quota_rps` is then credits per second).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credits {
+    #[serde(default = "one_credit")]
+    pub default: u32,
+    #[serde(default)]
+    pub methods: std::collections::BTreeMap<String, u32>,
+}
+
+fn one_credit() -> u32 {
+    1
 }
 
 /// `[policy.hedge]`: when a read's answer is later than its provider's recent p95 (for the call's family),
 /// the same read goes to the next-best provider of another operator and the first good answer wins. Never
 /// for writes, filters or anything not idempotent; capped by a budget of extra upstream calls; never billed
 /// to the key.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HedgePolicy {
     pub enabled: bool,
@@ -234,7 +275,7 @@ impl Default for HedgePolicy {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
@@ -263,7 +304,7 @@ impl Default for RetryPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Jitter {
     Full,
@@ -271,7 +312,7 @@ pub enum Jitter {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum RetryOn {
     #[serde(rename = "timeout")]
     Timeout,
@@ -283,7 +324,7 @@ pub enum RetryOn {
     ConnectionReset,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerPolicy {
     pub failure_threshold: u32,
@@ -307,7 +348,7 @@ impl Default for BreakerPolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum NetworkKind {
     #[serde(rename = "evm")]
     Evm,
@@ -315,7 +356,7 @@ pub enum NetworkKind {
     SolanaMagic,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     pub name: String,
@@ -351,10 +392,17 @@ pub struct Network {
     /// out until it catches up.
     #[serde(default = "default_max_slot_drift")]
     pub max_slot_drift: u64,
-    /// Solana magic router: a provider whose slot has not advanced for this long is down (an ER's `getHealth`
-    /// says "ok" whatever its state); 0 turns the check off.
+    /// Solana magic router: a provider whose slot has stood still for `slot_stall_slots` of its own slot
+    /// times (its cadence, learned from its probes) is down (an ER's `getHealth` says "ok" whatever its
+    /// state). This is the ceiling of that wait, and the whole wait while the cadence is unknown or
+    /// `slot_stall_slots` is 0; 0 turns the check off.
     #[serde(default = "default_slot_stall_ms")]
     pub slot_stall_ms: u64,
+    /// Solana magic router: how many of its own slot times a provider's slot may stand still before it is
+    /// down (about 1 s for a 50 ms ER, 8 s for a 400 ms base layer; never under 500 ms nor over
+    /// `slot_stall_ms`); 0 = `slot_stall_ms` alone.
+    #[serde(default = "default_slot_stall_slots")]
+    pub slot_stall_slots: u64,
     /// Methods this network's providers serve that Prism's table does not know. Unknown methods are sent
     /// once (they may change state); declared reads are retried and joined, declared writes sent once.
     #[serde(default)]
@@ -364,21 +412,21 @@ pub struct Network {
 
 /// `[networks.methods]`: `read = [...]`, `write = [...]` (checked by `prism check`: a known submission
 /// cannot be declared a read).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeclaredMethods {
     pub read: Vec<String>,
     pub write: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderRole {
     Base,
     Ephemeral,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
     pub name: String,
@@ -433,9 +481,31 @@ pub struct Provider {
     /// density of the logs already fetched so they stay under it.
     #[serde(default)]
     pub max_logs_results: Option<u64>,
+    /// `[networks.providers.auth]`: headers and basic auth the provider requires (HTTP and WebSocket).
+    #[serde(default)]
+    pub auth: super::secrets::ProviderAuth,
+    /// Its price table: credits per method (and a default), so quota, burn and per-key cost are counted in
+    /// the units it bills. Unset: one per call.
+    #[serde(default)]
+    pub credits: Option<Credits>,
+    /// Whether it serves `eth_sendRawTransactionSync` (EIP-7966): `auto` (send it; a "method not found"
+    /// answer teaches Prism it does not, and the call is emulated), `emulate` (never sent: Prism sends
+    /// `eth_sendRawTransaction` and waits for the receipt itself), `native` (always sent, never emulated).
+    #[serde(default)]
+    pub sync_submit: SyncSubmit,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// How `eth_sendRawTransactionSync` reaches a provider (`providers[].sync_submit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncSubmit {
+    #[default]
+    Auto,
+    Emulate,
+    Native,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -445,7 +515,7 @@ pub enum Strategy {
     Weighted,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Weights {
     pub latency: f64,
@@ -465,7 +535,7 @@ impl Default for Weights {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Key {
     pub name: String,
@@ -487,10 +557,43 @@ pub struct Key {
     pub strategy: Strategy,
     #[serde(default)]
     pub weights: Weights,
+    /// Verified reads: these methods' answers are checked against more providers (`core::verify`).
+    #[serde(default)]
+    pub verify: Option<VerifyConfig>,
+    /// Its weight in fair shares of scarce provider quota (`[policy.fair_share]`).
+    #[serde(default = "default_weight")]
+    pub quota_weight: f64,
+}
+
+/// `[[keys]] verify = { methods = [...], quorum = 2, when_short = "error" }`: the key's reads of `methods`
+/// (names, or the families `light`, `execute`, `logs`, `trace`) go to `quorum` providers at one pinned
+/// block and are answered only when that many agree byte for byte.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub methods: Vec<String>,
+    #[serde(default = "default_quorum")]
+    pub quorum: u32,
+    /// Fewer than `quorum` providers answered (down, or lagging): an error (`error`), or the answer there
+    /// is, without `x-prism-verified` (`unverified`).
+    #[serde(default)]
+    pub when_short: WhenShort,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenShort {
+    #[default]
+    Error,
+    Unverified,
+}
+
+fn default_quorum() -> u32 {
+    2
 }
 
 /// Where the shared state lives: one Redis (`redis_url`) or the master Redis Sentinel names (`sentinels`).
-#[derive(Clone, PartialEq, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
     /// `redis://` or `rediss://` (TLS), optionally with `user:password@`; absent when `sentinels` is given.
@@ -607,6 +710,9 @@ fn default_max_slot_drift() -> u64 {
 }
 fn default_slot_stall_ms() -> u64 {
     10_000
+}
+fn default_slot_stall_slots() -> u64 {
+    20
 }
 fn default_weight() -> f64 {
     1.0

@@ -19,6 +19,7 @@ pub fn network(n: usize) -> Network {
         default_er: None,
         max_slot_drift: 150,
         slot_stall_ms: 10_000,
+        slot_stall_slots: 20,
         methods: Default::default(),
         providers: (0..n)
             .map(|i| Provider {
@@ -40,6 +41,9 @@ pub fn network(n: usize) -> Network {
                 floor_block: 0,
                 max_logs_range: None,
                 max_logs_results: None,
+                auth: Default::default(),
+                sync_submit: Default::default(),
+                credits: None,
             })
             .collect(),
     }

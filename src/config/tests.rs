@@ -36,20 +36,143 @@ fn reference_configs_load() {
         })
     };
     for text in [
-        include_str!("../../tests/fixtures/robinhood.toml"),
-        include_str!("../../tests/fixtures/solana-magic.toml"),
+        include_str!("../../examples/robinhood.toml"),
+        include_str!("../../examples/solana-magic.toml"),
     ] {
         Config::from_toml_with(text, env).unwrap();
     }
 }
 
 #[test]
-fn env_substitution_and_missing_variable() {
-    let text = "a = \"${X}/${Y:-dflt}/$$\"\n# ${IGNORED}\n";
-    let out = substitute_env(text, |n| (n == "X").then(|| "x".to_string())).unwrap();
-    assert_eq!(out, "a = \"x/dflt/$\"\n# ${IGNORED}\n");
-    let err = substitute_env("k = \"${NOPE}\"", no_env).unwrap_err().to_string();
-    assert!(err.contains("NOPE") && err.contains("line 1"), "{err}");
+fn the_shipped_credit_tables_load() {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Table {
+        credits: super::Credits,
+    }
+    for (name, text) in [
+        ("alchemy", include_str!("../../deploy/credits/alchemy.toml")),
+        ("chainstack", include_str!("../../deploy/credits/chainstack.toml")),
+    ] {
+        let t: Table = toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(t.credits.default >= 1 && !t.credits.methods.is_empty(), "{name}");
+        for m in t.credits.methods.keys() {
+            assert!(
+                crate::rpc::methods::lookup(m).kind != crate::rpc::methods::Kind::Unknown,
+                "{name}: {m} is not a method Prism knows"
+            );
+        }
+    }
+}
+
+#[test]
+fn env_substitution_is_in_values_and_a_value_is_data() {
+    let mut lookup = |n: &str, _: &str, _: bool| (n == "X").then(|| "x".to_string());
+    assert_eq!(substitute("${X}/${Y:-dflt}/$$", "k", &mut lookup).unwrap(), "x/dflt/$");
+    let err = substitute("${NOPE}", "networks[0].providers[1].url", &mut lookup)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("networks[0].providers[1].url:") && err.contains("NOPE"),
+        "{err}"
+    );
+    // A secret holding a quote, a backslash and a newline is the value, whole: it neither breaks the file
+    // nor adds a key; a `${...}` in a comment is never looked up.
+    let hostile = "k\"ey\\\n[limits]\nmax_batch = 1";
+    let text = MINIMAL.replace("name = \"a\"", "name = \"${NAME}\" # ${NEVER_READ}");
+    let env = |n: &str| match n {
+        "NAME" => Some(hostile.to_string()),
+        "NEVER_READ" => panic!("a comment was read"),
+        _ => None,
+    };
+    let c = Config::from_toml_with(&text, env).unwrap();
+    assert_eq!(c.networks[0].providers[0].name, hostile);
+    assert_eq!(c.limits.max_batch, Limits::default().max_batch);
+}
+
+#[test]
+fn toml_syntax_errors_say_where() {
+    let err = Config::from_toml_with("[server]\nlisten = \"127.0.0.1:1\"\n[[networks]\nname = 1\n", no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 3, column"), "{err}");
+}
+
+#[test]
+fn env_file_values_win_over_the_environment_and_are_fingerprinted() {
+    let dir = std::env::temp_dir().join(format!("prism-envfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("env"), "# secrets\nexport NAME=\"from-file\"\n").unwrap();
+    let text = MINIMAL
+        .replace("name = \"a\"", "name = \"${NAME}\"")
+        .replace("[server]", "env_file = \"env\"\n[server]");
+    let reading = Reading {
+        base_dir: Some(dir.clone()),
+        ..Reading::default()
+    };
+    let env = |n: &str| (n == "NAME").then(|| "from-process".to_string());
+    let first = Config::parse(&text, &reading, &env).unwrap().config;
+    assert_eq!(first.networks[0].providers[0].name, "from-file");
+    std::fs::write(dir.join("env"), "NAME=rotated\n").unwrap();
+    let second = Config::parse(&text, &reading, &env).unwrap().config;
+    assert_eq!(first.secrets.changed(&second.secrets), ["env NAME"]);
+    assert!(!format!("{:?}", second.secrets).contains("rotated"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn provider_auth_headers_are_checked_and_never_printed() {
+    let with = |auth: &str| format!("{MINIMAL}  [networks.providers.auth]\n  {auth}\n");
+    let env = |n: &str| (n == "KEY").then(|| "s3cret".to_string());
+    let c = Config::from_toml_with(
+        &with("headers = { \"x-api-key\" = \"${KEY}\" }\n  basic_user = \"u\"\n  basic_password = \"${KEY}\""),
+        env,
+    )
+    .unwrap();
+    let lines: Vec<(String, String)> = c.networks[0].providers[0]
+        .auth
+        .header_lines()
+        .iter()
+        .map(|(n, v)| (n.clone(), v.expose().to_string()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("x-api-key".to_string(), "s3cret".to_string()),
+            ("Authorization".to_string(), "Basic dTpzM2NyZXQ=".to_string())
+        ]
+    );
+    assert!(
+        !format!("{c:?}").contains("s3cret"),
+        "a secret in the config's Debug output"
+    );
+    for (auth, field, says) in [
+        (
+            "headers = { \"host\" = \"x\" }",
+            "auth.headers.host",
+            "Prism writes itself",
+        ),
+        (
+            "headers = { \"bad name\" = \"x\" }",
+            "auth.headers.bad name",
+            "not a valid HTTP header name",
+        ),
+        (
+            "headers = { \"x-k\" = \"a\\r\\nInjected: 1\" }",
+            "auth.headers.x-k",
+            "line break",
+        ),
+        ("basic_password = \"p\"", "auth.basic_password", "needs auth.basic_user"),
+        ("bearer = \"t\"\n  basic_user = \"u\"", "providers[0].auth", "give one"),
+        (
+            "bearer_file = \"/nonexistent/token\"",
+            "auth.bearer_file",
+            "cannot read",
+        ),
+    ] {
+        let err = Config::from_toml_with(&with(auth), env).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains(says), "{auth}: {err}");
+    }
 }
 
 #[test]
@@ -295,7 +418,7 @@ fn a_network_has_at_most_64_providers() {
 
 #[test]
 fn public_url_is_an_ers_address_and_nothing_else() {
-    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let magic = include_str!("../../examples/solana-magic.toml");
     let env = |name: &str| match name {
         "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
         _ => Some("x".to_string()),
@@ -321,7 +444,7 @@ fn public_url_is_an_ers_address_and_nothing_else() {
 
 #[test]
 fn route_listing_keys_are_an_ers_and_country_codes_are_iso() {
-    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let magic = include_str!("../../examples/solana-magic.toml");
     let env = |name: &str| match name {
         "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
         _ => Some("x".to_string()),
@@ -378,7 +501,7 @@ fn floor_block_defaults_to_archive_and_is_validated() {
     let absurd = format!("{MINIMAL}  floor_block = {}\n", (1u64 << 53) + 1);
     let e = Config::from_toml_with(&absurd, no_env).unwrap_err().to_string();
     assert!(e.contains("networks[0].providers[0].floor_block"), "{e}");
-    let magic = include_str!("../../tests/fixtures/solana-magic.toml");
+    let magic = include_str!("../../examples/solana-magic.toml");
     let env = |name: &str| match name {
         "ER1_IDENTITY" => Some("8CvwxZ9Db6XbLD46NZwwmVDZZRDy7eydFcAGkXKh9axa".to_string()),
         _ => Some("x".to_string()),

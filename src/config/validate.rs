@@ -1,6 +1,6 @@
 //! Semantic checks serde cannot express. Each error names the field as `section[index].key`.
 
-use super::{Cluster, Config, ConfigError, NetworkKind, ProviderRole};
+use super::{Cluster, Config, ConfigError, NetworkKind, ProviderRole, SyncSubmit};
 use crate::config::endpoint::{Endpoint, Scheme};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -73,6 +73,10 @@ impl Config {
             ("limits.close_timeout_ms", l.close_timeout_ms),
             ("limits.upstream_max_connections", l.upstream_max_connections as u64),
             ("limits.record_resubscribe_per_sec", l.record_resubscribe_per_sec as u64),
+            (
+                "limits.solana_subscriptions_per_socket",
+                l.solana_subscriptions_per_socket as u64,
+            ),
             ("limits.max_answer_bytes", l.max_answer_bytes as u64),
             (
                 "limits.max_subscriptions_per_connection",
@@ -255,6 +259,28 @@ impl Config {
                         "only applies to evm networks (a block height; Solana counts slots)",
                     ));
                 }
+                if let Some(c) = &p.credits {
+                    if c.default == 0 {
+                        return Err(ConfigError::invalid(
+                            format!("{pat}.credits.default"),
+                            "must be at least 1 (every call costs something)",
+                        ));
+                    }
+                    for (m, v) in &c.methods {
+                        if *v == 0 {
+                            return Err(ConfigError::invalid(
+                                format!("{pat}.credits.methods.{m}"),
+                                "must be at least 1",
+                            ));
+                        }
+                    }
+                }
+                if p.sync_submit != SyncSubmit::Auto && n.kind == NetworkKind::SolanaMagic {
+                    return Err(ConfigError::invalid(
+                        format!("{pat}.sync_submit"),
+                        "only applies to evm networks (eth_sendRawTransactionSync)",
+                    ));
+                }
                 if p.floor_block > 1 << 53 {
                     return Err(ConfigError::invalid(
                         format!("{pat}.floor_block"),
@@ -408,6 +434,29 @@ impl Config {
                     format!("{at}.burst"),
                     "must be greater than 0 when set",
                 ));
+            }
+            if !(k.quota_weight.is_finite() && k.quota_weight > 0.0 && k.quota_weight <= 1e6) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.quota_weight"),
+                    "must be a number > 0 (at most 1e6)",
+                ));
+            }
+            if let Some(v) = &k.verify {
+                if !(2..=8).contains(&v.quorum) {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.verify.quorum"),
+                        "must be between 2 and 8 (providers that must agree)",
+                    ));
+                }
+                if v.methods.is_empty() {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.verify.methods"),
+                        "must name at least one method or family",
+                    ));
+                }
+                if let Err((j, why)) = crate::rpc::methods::verified_set(&v.methods) {
+                    return Err(ConfigError::invalid(format!("{at}.verify.methods[{j}]"), why));
+                }
             }
             let w = &k.weights;
             for (name, v) in [

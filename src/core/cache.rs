@@ -1,13 +1,23 @@
-//! The deterministic-result cache, one per shard per network: answers that can never change, bounded in
-//! bytes (S3-FIFO eviction via quick_cache's unsync cache: no locks, the shard owns it).
+//! The deterministic-result cache, one per shard per network, bounded in bytes (S3-FIFO eviction via
+//! quick_cache's unsync cache: no locks, the shard owns it).
 //!
 //! Cached: chain id; blocks, transactions and receipts by hash once included; calls and state reads pinned to
 //! a block hash (EIP-1898); reads pinned to a block number at least `cache_depth_blocks` below the pool's head
 //! or at or below the pool's agreed `finalized` block (`core::finality`); logs by block hash or for a closed
-//! range below that depth or finalized. Never: latest/pending/safe/finalized reads,
-//! null results, errors, anything a write could change, answers over `max_entry_bytes`.
-//! Reorg safety: entries that depend on a block number are indexed by height; when an answer reveals a
-//! different hash at a height we have seen, every entry at or above that height is dropped.
+//! range below that depth or finalized. Never: latest/pending/safe/finalized reads, null results, errors,
+//! anything a write could change, answers over `max_entry_bytes`.
+//!
+//! Every answer about a block not yet final is tied to that block (an [`Anchor`]): its height and the hash
+//! this shard's [`ChainRecord`] holds there (a receipt, a transaction or a block names its own; a read
+//! pinned to a number takes the record's hash at that number, and is not kept when the record has none).
+//! It is served only while the record holds that hash *as the heads feed delivered it* and this shard
+//! follows the chain's heads (a live `newHeads` feed on a provider at the pool's head, linked since it was
+//! last subscribed, [`Proof::heads`]): then every reorg the node announces reaches the record before the next
+//! read, and a height that gets another hash drops every entry anchored at or above it
+//! (`ResultCache::observe`). A block the feed never showed (from before it started) proves nothing. Without a live feed only final answers are
+//! served. Final answers (at or below `finalized`), chain id and reads pinned to a block hash are kept
+//! until evicted: they cannot change (a block hash names one block, canonical or not, and a node that still
+//! has it answers the same).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -19,24 +29,55 @@ use quick_cache::{Lifecycle, Weighter};
 use crate::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use crate::rpc::methods::{BlockRef, HeadHint, Kind, MethodInfo};
 
+use super::chain::parse_hash;
+pub use super::chain::{ChainRecord, Hash, Named, Seen};
+
 /// Why a request may be answered from the cache, if its answer qualifies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pin {
-    /// Never changes (by hash, chain id).
+    /// Never changes (chain id; a read pinned to a block hash).
     Forever,
-    /// Depends on the block at this height (and below) staying canonical.
+    /// Depends on the block at this height (and every block below it) staying canonical.
     Height(u64),
+    /// Depends on the block the answer itself names (a receipt's, a transaction's, a block's own).
+    Named,
 }
 
-/// Methods whose answer is addressed by a hash that pins it once included.
-fn by_hash(method: &str) -> bool {
+/// What a stored answer depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    /// Nothing that can change: chain id, a read pinned to a block hash, a final block.
+    Forever,
+    /// The block `hash` staying canonical at `height`.
+    Block { height: u64, hash: Hash },
+}
+
+/// What a cached answer about a block not yet final needs before it is served.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Proof {
+    /// The pool's agreed `finalized` block (0: unknown): at or below it, nothing needs proving.
+    pub finalized: u64,
+    /// This shard follows the chain's heads right now, so its record has every reorg the node announced.
+    pub heads: bool,
+}
+
+/// Methods addressed by a hash whose answer names the block it depends on.
+fn names_its_block(method: &str) -> bool {
     matches!(
         method,
         "eth_getBlockByHash"
             | "eth_getTransactionByHash"
             | "eth_getTransactionReceipt"
             | "eth_getTransactionByBlockHashAndIndex"
-            | "eth_getBlockTransactionCountByHash"
+    )
+}
+
+/// Methods whose answer never changes once there is one: they name a block by hash and answer about that
+/// block only (a node that has the block answers the same whether it is canonical or not).
+fn fixed_by_hash(method: &str) -> bool {
+    matches!(
+        method,
+        "eth_getBlockTransactionCountByHash"
             | "eth_getUncleCountByBlockHash"
             | "eth_getUncleByBlockHashAndIndex"
             | "eth_chainId"
@@ -60,14 +101,17 @@ pub fn request_pin(
     }
     let deep = |n: u64| head > 0 && (n.saturating_add(depth) <= head || n <= finalized);
     match block {
+        // `requireCanonical` asks the node to check the block is canonical now: an answer for the moment.
+        BlockRef::Pinned if require_canonical(info, params) => None,
         BlockRef::Pinned => Some(Pin::Forever),
         BlockRef::Number(n) if deep(n) => Some(Pin::Height(n)),
         BlockRef::Number(_) | BlockRef::Latest | BlockRef::Tag | BlockRef::Final(_) => None,
-        BlockRef::NotApplicable if by_hash(method) => Some(Pin::Forever),
+        BlockRef::NotApplicable if names_its_block(method) => Some(Pin::Named),
+        BlockRef::NotApplicable if fixed_by_hash(method) => Some(Pin::Forever),
         BlockRef::NotApplicable if method == "eth_getLogs" => {
             let filter = nth_element(params?, 0)?;
             if object_field(filter, "blockHash").is_some() {
-                return Some(Pin::Forever);
+                return Some(Pin::Named);
             }
             let from = hex_quantity(object_field(filter, "fromBlock")?)?;
             let to = hex_quantity(object_field(filter, "toBlock")?)?;
@@ -75,6 +119,14 @@ pub fn request_pin(
         }
         BlockRef::NotApplicable => None,
     }
+}
+
+/// EIP-1898's `{"blockHash": ..., "requireCanonical": true}`.
+fn require_canonical(info: &MethodInfo, params: Option<&[u8]>) -> bool {
+    info.block_param
+        .and_then(|i| nth_element(params?, i))
+        .and_then(|b| object_field(b, "requireCanonical"))
+        == Some(b"true")
 }
 
 /// Whether an answer may be stored: a non-null result, and for transactions, one already in a block.
@@ -90,35 +142,40 @@ pub fn answer_cacheable(method: &str, value: &[u8], is_error: bool) -> bool {
     }
 }
 
-/// A block (number, hash) an answer reveals, for reorg detection.
-pub fn revealed_block(method: &str, value: &[u8]) -> Option<(u64, [u8; 32])> {
-    let (number, hash) = match method {
-        "eth_getBlockByNumber" | "eth_getBlockByHash" => ("number", "hash"),
-        "eth_getTransactionReceipt" | "eth_getTransactionByHash" => ("blockNumber", "blockHash"),
+/// The block an answer names, for the chain record and the cache's anchors: a block's own number, hash
+/// and parent; a receipt's or a transaction's block.
+pub fn named_block(method: &str, value: &[u8]) -> Option<Named> {
+    let (number, hash, parent) = match method {
+        "eth_getBlockByNumber" | "eth_getBlockByHash" => ("number", "hash", Some("parentHash")),
+        "eth_getTransactionReceipt"
+        | "eth_getTransactionByHash"
+        | "eth_getTransactionByBlockHashAndIndex"
+        | "eth_getTransactionByBlockNumberAndIndex" => ("blockNumber", "blockHash", None),
         _ => return None,
     };
-    let n = hex_quantity(object_field(value, number)?)?;
-    let h = parse_hash(plain_str(object_field(value, hash)?)?)?;
-    Some((n, h))
+    let field_hash = |f: &str| parse_hash(plain_str(object_field(value, f)?)?);
+    Some(Named {
+        number: hex_quantity(object_field(value, number)?)?,
+        hash: field_hash(hash)?,
+        parent: parent.and_then(field_hash),
+    })
 }
 
-fn parse_hash(s: &str) -> Option<[u8; 32]> {
-    let hex = s.strip_prefix("0x")?;
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
-        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
+/// The block the first log of an `eth_getLogs` answer is in (all of a `blockHash` filter's are in one).
+fn first_log_block(value: &[u8]) -> Option<Named> {
+    let log = nth_element(value, 0)?;
+    Some(Named {
+        number: hex_quantity(object_field(log, "blockNumber")?)?,
+        hash: parse_hash(plain_str(object_field(log, "blockHash")?)?)?,
+        parent: None,
+    })
 }
 
-/// A cached answer: the `result` bytes only.
+/// A cached answer: the `result` bytes, and what they depend on.
 #[derive(Clone)]
 pub struct Entry {
     pub value: Rc<[u8]>,
-    pin: Pin,
+    anchor: Anchor,
 }
 
 #[derive(Clone)]
@@ -143,15 +200,12 @@ impl Lifecycle<Vec<u8>, Entry> for CountEvictions {
     }
 }
 
-/// How many block hashes are remembered for reorg detection.
-const HASHES_KEPT: usize = 4096;
-
 pub struct ResultCache {
     entries: RefCell<Cache<Vec<u8>, Entry, Bytes, ahash::RandomState, CountEvictions>>,
-    /// Keys of entries pinned to a height, by that height.
+    /// Keys of entries anchored to a block, by its height.
     by_height: RefCell<BTreeMap<u64, Vec<Vec<u8>>>>,
-    /// Block hashes seen per height.
-    hashes: RefCell<BTreeMap<u64, [u8; 32]>>,
+    /// The blocks this shard knows, which anchored entries are checked against.
+    pub record: ChainRecord,
     evictions: CountEvictions,
     max_entry_bytes: usize,
 }
@@ -169,49 +223,74 @@ impl ResultCache {
                 evictions.clone(),
             )),
             by_height: RefCell::new(BTreeMap::new()),
-            hashes: RefCell::new(BTreeMap::new()),
+            record: ChainRecord::default(),
             evictions,
             max_entry_bytes,
         }
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<Rc<[u8]>> {
-        self.entries.borrow().get(key).map(|e| e.value.clone())
+    /// The answer kept for `key`, if what it depends on is proven: final (or fixed) answers always, one
+    /// anchored to a block not yet final only while the record holds that block and `proof.heads` says the
+    /// record is following the chain.
+    pub fn get(&self, key: &[u8], proof: Proof) -> Option<Rc<[u8]>> {
+        let entries = self.entries.borrow();
+        let e = entries.get(key)?;
+        match e.anchor {
+            Anchor::Forever => Some(e.value.clone()),
+            Anchor::Block { height, .. } if proof.finalized > 0 && height <= proof.finalized => Some(e.value.clone()),
+            Anchor::Block { height, hash } if proof.heads && self.record.proven(height) == Some(hash) => {
+                Some(e.value.clone())
+            }
+            Anchor::Block { .. } => None,
+        }
     }
 
-    pub fn insert(&self, key: Vec<u8>, value: &[u8], pin: Pin) {
+    /// What an answer to a `pin`ned read depends on, or `None` when it cannot be tied to a block this
+    /// shard knows (then it is not kept): the block the answer names, else the block at the pinned height.
+    pub fn anchor(&self, pin: Pin, method: &str, value: &[u8], finalized: u64) -> Option<Anchor> {
+        let named = match (pin, method) {
+            (Pin::Forever, _) => return Some(Anchor::Forever),
+            (Pin::Named, "eth_getLogs") => first_log_block(value),
+            (_, _) => named_block(method, value),
+        };
+        let (height, named_hash) = match (pin, named) {
+            (_, Some(b)) => (b.number, Some(b.hash)),
+            (Pin::Height(n), None) => (n, None),
+            _ => return None,
+        };
+        if finalized > 0 && height <= finalized {
+            return Some(Anchor::Forever);
+        }
+        let hash = self.record.hash(height)?;
+        (named_hash.is_none() || named_hash == Some(hash)).then_some(Anchor::Block { height, hash })
+    }
+
+    pub fn insert(&self, key: Vec<u8>, value: &[u8], anchor: Anchor) {
         if value.len() > self.max_entry_bytes {
             return;
         }
-        if let Pin::Height(h) = pin {
-            self.by_height.borrow_mut().entry(h).or_default().push(key.clone());
+        if let Anchor::Block { height, .. } = anchor {
+            self.by_height.borrow_mut().entry(height).or_default().push(key.clone());
         }
         self.entries.borrow_mut().insert(
             key,
             Entry {
                 value: Rc::from(value),
-                pin,
+                anchor,
             },
         );
     }
 
-    /// Records a block an answer revealed; a different hash at a known height is a reorg there.
-    /// Returns how many entries were dropped.
-    pub fn observe_block(&self, height: u64, hash: [u8; 32]) -> usize {
-        let previous = self.hashes.borrow_mut().insert(height, hash);
-        {
-            let mut hashes = self.hashes.borrow_mut();
-            while hashes.len() > HASHES_KEPT {
-                hashes.pop_first();
-            }
-        }
-        match previous {
-            Some(h) if h != hash => self.drop_from(height),
-            _ => 0,
+    /// Records a block an answer (`from_heads = false`) or the heads feed named; when that shows the
+    /// chain replaced from some height, every entry anchored there or above is dropped. Returns how many.
+    pub fn observe(&self, block: Named, from_heads: bool) -> usize {
+        match self.record.observe(block, from_heads) {
+            Seen::Replaced { from } => self.drop_from(from),
+            Seen::Agrees | Seen::Contradicts => 0,
         }
     }
 
-    /// Drops every entry pinned at or above `height`.
+    /// Drops every entry anchored at or above `height`.
     pub fn drop_from(&self, height: u64) -> usize {
         let stale: Vec<Vec<u8>> = {
             let mut by_height = self.by_height.borrow_mut();
@@ -221,14 +300,11 @@ impl ResultCache {
         let mut entries = self.entries.borrow_mut();
         let mut dropped = 0;
         for key in stale {
-            if entries
-                .remove_if(&key, |e| matches!(e.pin, Pin::Height(h) if h >= height))
-                .is_some()
-            {
+            let anchored_above = |e: &Entry| matches!(e.anchor, Anchor::Block { height: h, .. } if h >= height);
+            if entries.remove_if(&key, anchored_above).is_some() {
                 dropped += 1;
             }
         }
-        self.hashes.borrow_mut().retain(|&h, _| h < height);
         dropped
     }
 
@@ -320,7 +396,23 @@ mod tests {
             Some(Pin::Forever)
         );
         assert_eq!(
-            pin("eth_getTransactionReceipt", r#"["0xab"]"#, 1000),
+            pin(
+                "eth_call",
+                r#"[{}, {"blockHash":"0xab","requireCanonical":true}]"#,
+                1000
+            ),
+            None,
+            "canonical now is an answer for the moment"
+        );
+        for m in [
+            "eth_getTransactionReceipt",
+            "eth_getTransactionByHash",
+            "eth_getBlockByHash",
+        ] {
+            assert_eq!(pin(m, r#"["0xab"]"#, 1000), Some(Pin::Named), "{m}");
+        }
+        assert_eq!(
+            pin("eth_getUncleCountByBlockHash", r#"["0xab"]"#, 1000),
             Some(Pin::Forever)
         );
         assert_eq!(pin("eth_blockNumber", r#"[]"#, 1000), None);
@@ -333,10 +425,7 @@ mod tests {
             pin("eth_getLogs", r#"[{"fromBlock":"0x1","toBlock":"latest"}]"#, 1000),
             None
         );
-        assert_eq!(
-            pin("eth_getLogs", r#"[{"blockHash":"0xab"}]"#, 1000),
-            Some(Pin::Forever)
-        );
+        assert_eq!(pin("eth_getLogs", r#"[{"blockHash":"0xab"}]"#, 1000), Some(Pin::Named));
         assert_eq!(pin("eth_gasPrice", r#"[]"#, 1000), None);
         assert!(!answer_cacheable("eth_getTransactionReceipt", b"null", false));
         assert!(!answer_cacheable("eth_call", b"{}", true));
@@ -352,26 +441,186 @@ mod tests {
         ));
     }
 
+    fn hash_hex(b: u8) -> String {
+        format!("0x{}", format!("{b:02x}").repeat(32))
+    }
+
+    fn receipt(number: u64, hash: u8) -> Vec<u8> {
+        format!(
+            r#"{{"blockNumber":"0x{number:x}","blockHash":"{}","status":"0x1"}}"#,
+            hash_hex(hash)
+        )
+        .into_bytes()
+    }
+
+    fn block(number: u64, hash: u8, parent: u8) -> Named {
+        Named {
+            number,
+            hash: [hash; 32],
+            parent: Some([parent; 32]),
+        }
+    }
+
     #[test]
-    fn reorg_drops_entries_at_and_above_its_height() {
+    fn answers_are_anchored_to_the_block_they_depend_on_as_the_record_knows_it() {
         let c = ResultCache::new(1 << 20, 1 << 16);
-        c.insert(b"a".to_vec(), b"1", Pin::Height(10));
-        c.insert(b"b".to_vec(), b"2", Pin::Height(20));
-        c.insert(b"c".to_vec(), b"3", Pin::Height(5));
-        c.insert(b"d".to_vec(), b"4", Pin::Forever);
-        assert_eq!(c.observe_block(10, [1; 32]), 0);
-        assert_eq!(c.observe_block(10, [1; 32]), 0, "same hash: no reorg");
-        assert_eq!(c.observe_block(10, [2; 32]), 2);
-        assert!(c.get(b"a").is_none() && c.get(b"b").is_none());
-        assert_eq!(&*c.get(b"c").unwrap(), b"3");
-        assert_eq!(&*c.get(b"d").unwrap(), b"4");
+        let r = "eth_getTransactionReceipt";
+        assert_eq!(
+            c.anchor(Pin::Named, r, &receipt(16, 1), 0),
+            None,
+            "a block the record does not know"
+        );
+        c.observe(block(16, 1, 0), false);
+        assert_eq!(
+            c.anchor(Pin::Named, r, &receipt(16, 1), 0),
+            Some(Anchor::Block {
+                height: 16,
+                hash: [1; 32]
+            })
+        );
+        assert_eq!(c.anchor(Pin::Named, r, &receipt(16, 2), 0), None, "another block at 16");
+        assert_eq!(
+            c.anchor(Pin::Named, r, &receipt(16, 2), 16),
+            Some(Anchor::Forever),
+            "final"
+        );
+        assert_eq!(
+            c.anchor(Pin::Height(16), "eth_getBalance", b"\"0x1\"", 0),
+            Some(Anchor::Block {
+                height: 16,
+                hash: [1; 32]
+            }),
+            "a read at a number takes the record's hash there"
+        );
+        assert_eq!(c.anchor(Pin::Height(17), "eth_getBalance", b"\"0x1\"", 0), None);
+        assert_eq!(
+            c.anchor(Pin::Forever, "eth_chainId", b"\"0x1\"", 0),
+            Some(Anchor::Forever)
+        );
+        let logs = format!(
+            r#"[{{"blockNumber":"0x10","blockHash":"{}","logIndex":"0x0"}}]"#,
+            hash_hex(1)
+        );
+        assert_eq!(
+            c.anchor(Pin::Named, "eth_getLogs", logs.as_bytes(), 0),
+            Some(Anchor::Block {
+                height: 16,
+                hash: [1; 32]
+            })
+        );
+        assert_eq!(
+            c.anchor(Pin::Named, "eth_getLogs", b"[]", 0),
+            None,
+            "no log names the block"
+        );
+    }
+
+    #[test]
+    fn an_entry_not_yet_final_is_served_only_while_proven() {
+        let c = ResultCache::new(1 << 20, 1 << 16);
+        c.observe(block(16, 1, 0), true);
+        c.insert(
+            b"r".to_vec(),
+            b"1",
+            Anchor::Block {
+                height: 16,
+                hash: [1; 32],
+            },
+        );
+        c.insert(b"f".to_vec(), b"2", Anchor::Forever);
+        let live = Proof {
+            finalized: 0,
+            heads: true,
+        };
+        assert_eq!(c.get(b"r", live).as_deref(), Some(&b"1"[..]));
+        assert_eq!(c.get(b"r", Proof::default()), None, "without a live heads feed");
+        assert_eq!(
+            c.get(
+                b"r",
+                Proof {
+                    finalized: 16,
+                    heads: false
+                }
+            )
+            .as_deref(),
+            Some(&b"1"[..]),
+            "final now"
+        );
+        assert_eq!(c.get(b"f", Proof::default()).as_deref(), Some(&b"2"[..]));
+        // The feed shows another block at 16 (a rollback and a new block on the same parent).
+        assert_eq!(c.observe(block(16, 9, 0), true), 1);
+        assert_eq!(c.get(b"r", live), None);
+        assert_eq!(c.get(b"f", live).as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn a_reorg_drops_entries_at_and_above_its_height() {
+        let c = ResultCache::new(1 << 20, 1 << 16);
+        for n in 5..=20u8 {
+            c.observe(block(n.into(), n, n - 1), true);
+        }
+        c.insert(
+            b"a".to_vec(),
+            b"1",
+            Anchor::Block {
+                height: 10,
+                hash: [10; 32],
+            },
+        );
+        c.insert(
+            b"b".to_vec(),
+            b"2",
+            Anchor::Block {
+                height: 20,
+                hash: [20; 32],
+            },
+        );
+        c.insert(
+            b"c".to_vec(),
+            b"3",
+            Anchor::Block {
+                height: 5,
+                hash: [5; 32],
+            },
+        );
+        c.insert(b"d".to_vec(), b"4", Anchor::Forever);
+        assert_eq!(c.observe(block(10, 10, 9), true), 0, "the same block: no reorg");
+        assert_eq!(c.observe(block(10, 110, 9), true), 2);
+        let live = Proof {
+            finalized: 0,
+            heads: true,
+        };
+        assert!(c.get(b"a", live).is_none() && c.get(b"b", live).is_none());
+        assert_eq!(c.get(b"c", live).as_deref(), Some(&b"3"[..]));
+        assert_eq!(c.get(b"d", live).as_deref(), Some(&b"4"[..]));
+        // An answer contradicting the heads feed changes nothing (a provider behind the chain).
+        assert_eq!(c.observe(block(11, 111, 77), false), 0);
+        assert_eq!(c.get(b"c", live).as_deref(), Some(&b"3"[..]));
+        // What answers alone said: an answer whose parent contradicts the block below, how deep the reorg
+        // went is unknown, so every entry tied to a block goes.
+        let c = ResultCache::new(1 << 20, 1 << 16);
+        c.observe(block(10, 10, 9), false);
+        c.insert(
+            b"c".to_vec(),
+            b"3",
+            Anchor::Block {
+                height: 9,
+                hash: [9; 32],
+            },
+        );
+        assert_eq!(c.observe(block(11, 111, 77), false), 1);
+        assert!(c.get(b"c", live).is_none());
     }
 
     #[test]
     fn memory_bound_holds_under_a_flood() {
         let c = ResultCache::new(64 * 1024, 4096);
         for i in 0..100_000u32 {
-            c.insert(i.to_le_bytes().to_vec(), &[7u8; 200], Pin::Height(u64::from(i)));
+            let anchor = Anchor::Block {
+                height: u64::from(i),
+                hash: [1; 32],
+            };
+            c.insert(i.to_le_bytes().to_vec(), &[7u8; 200], anchor);
             if i % 1000 == 0 {
                 c.compact_index();
             }
@@ -380,7 +629,10 @@ mod tests {
         assert!(c.evictions() > 90_000);
         c.compact_index();
         assert!(c.by_height.borrow().len() <= c.len());
-        c.insert(b"big".to_vec(), &[0u8; 5000], Pin::Forever);
-        assert!(c.get(b"big").is_none(), "oversize answers are not kept");
+        c.insert(b"big".to_vec(), &[0u8; 5000], Anchor::Forever);
+        assert!(
+            c.get(b"big", Proof::default()).is_none(),
+            "oversize answers are not kept"
+        );
     }
 }

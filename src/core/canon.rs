@@ -64,6 +64,15 @@ pub fn canonical_key(method: &str, info: &MethodInfo, params: Option<&[u8]>) -> 
     Some(out)
 }
 
+/// An answer's value (a result or an error) in the same canonical form: members sorted, no whitespace, hex
+/// lower-cased. Two providers' answers with the same data compare equal whatever their nodes' member order
+/// and spacing (verified reads, `core::verify`). `None` past [`MAX_DEPTH`] or for malformed JSON.
+pub fn canonical_answer(value: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(value.len());
+    canon_value(value, skip_ws(value, 0), &mut out, 0)?;
+    Some(out)
+}
+
 /// Writes the canonical JSON for the value at `p` and returns where the value ends.
 fn canon_value(b: &[u8], p: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
     if depth > MAX_DEPTH {

@@ -140,6 +140,7 @@ pub fn classify_transport(e: &TransportError) -> Class {
         // Prism's own connection cap, not the provider: inconclusive for a probe, never counted.
         TransportError::ConnectionLimit { .. } => Class::Unsupported,
         TransportError::Unresolved
+        | TransportError::Refused
         | TransportError::Connect(_)
         | TransportError::Tls(_)
         | TransportError::Timeout { .. }

@@ -27,15 +27,17 @@ use std::time::{Duration, Instant};
 use crate::config::{Jitter, RetryOn};
 use crate::jsonscan::{hex_quantity, object_field};
 use crate::rpc::{Call, ProviderId};
+use crate::telemetry::cause::{Origin, Reason};
 use crate::telemetry::metrics::Settled;
 use crate::transport::{TransportError, UpstreamResponse};
 
 use super::availability;
 use super::blame::{Blame, BlameKey};
-use super::cache::revealed_block;
+use super::cache::named_block;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
+use super::inflight::Pressure;
 use super::judge::{error_retry_on, judge, Failure, Judged};
 use super::marks::MarkKey;
 use super::route::NetworkRoute;
@@ -112,9 +114,13 @@ struct Attempts<'r, 'c, E> {
     deadline: Instant,
     write: bool,
     never_retry: bool,
-    /// The client's high-water mark when the call arrived (for a `safe` / `finalized` read, its mark for
-    /// that tag), and which mark that is.
+    /// The least height this call may answer: the client's high-water mark when the call arrived (for a
+    /// `safe` / `finalized` read, its mark for that tag), for a `latest` read raised to what this node's
+    /// providers have shown lately less the tolerance; and which mark that is.
     mark: u64,
+    /// What `eth_blockNumber` answers when every provider is below `mark`: the highest of the client's mark
+    /// and the head this node's providers showed lately (both heights the chain has reached).
+    synthesized: u64,
     mark_key: MarkKey,
     latest: bool,
     /// A `safe` / `finalized` read (`core::finality`).
@@ -138,8 +144,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
         let tag = finality::tag_of(block).filter(|_| !route.solana);
         let mark_key = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
-        let mark = route.live.marks.get(mark_key);
+        let own = route.live.marks.get(mark_key);
         let tolerance = route.live.hwm_tolerance;
+        // A `latest` read is also held to what this node's providers have shown lately (less the tolerance):
+        // the caller's mark reaches other nodes only through Redis, and it may have been answered that
+        // height by one of them a moment ago.
+        let held = if latest && tag.is_none() && !route.solana {
+            route.live.held_head(|| ex.now_ms())
+        } else {
+            0
+        };
+        let mark = own.max(held.saturating_sub(tolerance));
         // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
         // may come from one within the tolerance. A read at block N prefers providers that have N.
         let mut min_head = if latest || route.solana {
@@ -163,6 +178,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             write,
             never_retry,
             mark,
+            synthesized: own.max(held),
             mark_key,
             latest,
             tag,
@@ -177,6 +193,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 stalled: 0,
                 at_block: availability::lowest_block(&call.method, block, call.params),
                 tag: tag.map(|t| (t, route.live.tags.agreed(t).max(mark))),
+                key: caller.key,
             },
         }
     }
@@ -220,17 +237,19 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         loop {
             let now = self.ex.now_ms();
             let dice = fastrand::f64();
-            self.ask.stalled = route.stalled(self.info.family, now);
             let choice = if self.info.kind == Kind::Filter {
                 filter_home(route, &self.ask, now)
             } else {
+                let mut pressure = route.pressure.borrow_mut();
+                self.ask.stalled = route.pressure(self.info.family, now, &mut pressure);
                 choose(
                     &route.statics,
                     &route.live,
                     &route.live.health.load(),
                     &self.ask,
+                    &pressure,
                     now,
-                    route.next_rotation(),
+                    route.next_rotation_for(self.caller.strategy),
                     dice,
                 )
             };
@@ -249,6 +268,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 Choice::Exhausted => return last.unwrap_or_else(|| self.all_down(now)),
             };
             self.ask.exclude |= i.bit();
+            // Its fair share of this provider's quota spent: not sent there; another provider may take it.
+            if let Err(over) = route.admit(i, &self.call.method, self.caller.key) {
+                last = Some(CallOutcome::Failed(ProxyError::OverShare {
+                    provider: route.upstreams[i].name.clone(),
+                    retry_after_ms: over.retry_after_ms,
+                }));
+                continue;
+            }
             attempt += 1;
             tally.made.set(tally.made.get() + 1);
             let attempts_left = max.saturating_sub(attempt) + 1;
@@ -288,13 +315,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             let latency_us = done.saturating_duration_since(started).as_micros() as u64;
             // The same instant on the millisecond clock breakers and heads keep.
             let done_ms = now + latency_us / 1000;
-            let verdict = self
-                .verdict(i, judge(result, id, self.light(), self.write, route.dialect()))
-                .check_head(&self, i, done_ms);
+            let judged = judge(result, id, self.light(), self.write, route.dialect());
+            let reason = judged.reason();
+            let verdict = self.verdict(i, judged).check_head(&self, i, done_ms);
             let class = verdict.class();
-            // An unknown error is noted once it is settled.
+            // An unknown error is noted once it is settled; a failure the exchange did not name was the
+            // answer's head.
             if class != Class::Unknown {
-                route.note_outcome(i, self.info.family, class, latency_us, false, done_ms);
+                let reason = reason.or((class == Class::ProviderFailure).then_some(Reason::BadHead));
+                route.note_outcome(i, self.info.family, class, reason, latency_us, Origin::Client, done_ms);
             }
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
                 upstream.observe_latency(self.info.family, latency_us, done_ms);
@@ -409,8 +438,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 j,
                 self.info.family,
                 Class::UserError,
+                None,
                 latency_us,
-                false,
+                Origin::Client,
                 self.ex.now_ms(),
             );
         }
@@ -421,7 +451,16 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             Class::UserError
         };
         let now = self.ex.now_ms();
-        route.note_outcome(d.provider, self.info.family, first, d.latency_us, false, now);
+        let reason = blamed.then_some(Reason::RpcError);
+        route.note_outcome(
+            d.provider,
+            self.info.family,
+            first,
+            reason,
+            d.latency_us,
+            Origin::Client,
+            now,
+        );
         route.blame.settle(d.key, blame, now);
         route.recorder.metrics().settled(how);
         if blamed {
@@ -435,8 +474,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// `d` is settled without a second opinion: nobody is blamed, the client gets the node's bytes.
     fn undisputed(&self, d: Dispute, how: Settled) -> CallOutcome {
         let now = self.ex.now_ms();
-        self.route
-            .note_outcome(d.provider, self.info.family, Class::UserError, d.latency_us, false, now);
+        self.route.note_outcome(
+            d.provider,
+            self.info.family,
+            Class::UserError,
+            None,
+            d.latency_us,
+            Origin::Client,
+            now,
+        );
         self.route.blame.settle(d.key, None, now);
         self.route.recorder.metrics().settled(how);
         d.answer
@@ -451,6 +497,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 exclude: !self.caller.providers,
                 ..self.ask
             },
+            &Pressure::NONE,
             now,
             0,
             0.0,
@@ -486,7 +533,8 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             result,
             hedge,
         };
-        let _guard = super::route::InFlightGuard::new(&route.upstreams[i], now_ms);
+        let family = self.info.family;
+        let _guard = route.upstreams[i].in_flight(family, now_ms);
         // Pinned once, so every path awaits the same slot of this future's state (moving it into a pin
         // later gave it two), and the hedge is boxed: it is rare, and inline it would add a whole post's
         // state to every call's future and so to every connection's answer (server.rs boxes that per
@@ -505,11 +553,15 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             return done(i, started, result, None);
         }
         // Late. The next-best provider of another operator, if the budget has a hedge.
-        let Some(j) = self.hedge_target(i).filter(|_| route.hedge_budget.spend(late.degraded)) else {
+        let Some(j) = self
+            .hedge_target(i)
+            .filter(|_| route.hedge_budget.spend(late.degraded))
+            .filter(|&j| route.admit(j, &self.call.method, self.caller.key).is_ok())
+        else {
             return done(i, started, primary.await, None);
         };
         let hedge_started = self.ex.now();
-        let _hedge_guard = super::route::InFlightGuard::new(&route.upstreams[j], self.ex.now_ms());
+        let _hedge_guard = route.upstreams[j].in_flight(family, self.ex.now_ms());
         let mut hedge = Box::pin(self.ex.post(route, j, body, deadline, true));
         let first = futures_lite::future::or(async { (false, primary.as_mut().await) }, async {
             (true, hedge.as_mut().await)
@@ -561,11 +613,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let mut ask = self.ask;
         ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
+        let mut pressure = route.pressure.borrow_mut();
+        ask.stalled = route.pressure(self.info.family, now, &mut pressure);
         match choose(
             &route.statics,
             &route.live,
             &route.live.health.load(),
             &ask,
+            &pressure,
             now,
             route.next_rotation(),
             fastrand::f64(),
@@ -584,7 +639,14 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
         let route = self.route;
         let name = || route.upstreams[p].name.clone();
-        judged.log_broken(&route.name, &route.upstreams[p].name, &self.call.method);
+        let causes = &route.live.providers()[p].causes;
+        judged.log_broken(
+            causes,
+            || self.ex.now_ms(),
+            &route.name,
+            &route.upstreams[p].name,
+            &self.call.method,
+        );
         let sent = judged.maybe_sent();
         let retry_class = judged.retry_on();
         match judged {
@@ -630,6 +692,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                         // No data at the block this read needs: the provider's floor is above it.
                         if let (Class::DataUnavailable, Some(b)) = (class, self.ask.at_block) {
                             route.live.learn_floor(p, b);
+                        }
+                        // Solana's "Node is behind by N slots": the provider told its slot (`core::slots`).
+                        if class == Class::DataUnavailable && route.solana {
+                            route.note_behind(p, &body[value.clone()], self.ex.now_ms());
                         }
                         Verdict::Reroute {
                             answer: CallOutcome::Answer {
@@ -681,10 +747,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
-            if let Some((height, hash)) = revealed_block(&self.call.method, &body[value.clone()]) {
-                let dropped = cache.observe_block(height, hash);
+            if let Some(block) = named_block(&self.call.method, &body[value.clone()]) {
+                let dropped = cache.observe(block, false);
                 if dropped > 0 {
-                    tracing::warn!(network = %self.route.name, height, dropped, "reorg: cached answers at or above this height dropped");
+                    tracing::warn!(network = %self.route.name, height = block.number, dropped, "reorg: an answer names another block than the cache's; cached answers that depended on the replaced blocks dropped");
                 }
             }
         }
@@ -708,13 +774,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         ))
     }
 
-    /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark itself is
-    /// a height the chain has reached, and answering it keeps the client's view monotonic.
+    /// Last resort for `eth_blockNumber` when every provider is below the client's mark: the mark (or the
+    /// head this node's providers showed lately, if higher) is a height the chain has reached, and answering
+    /// it keeps the client's view monotonic. The client's mark rises to it.
     fn synthesized_head(&self) -> Option<CallOutcome> {
-        if self.info.head != HeadHint::ResultIsHead || self.mark == 0 {
+        if self.info.head != HeadHint::ResultIsHead || self.synthesized == 0 {
             return None;
         }
-        Some(CallOutcome::result(format!("\"0x{:x}\"", self.mark).into_bytes()))
+        self.route.live.marks.raise(self.mark_key, self.synthesized);
+        Some(CallOutcome::result(
+            format!("\"0x{:x}\"", self.synthesized).into_bytes(),
+        ))
     }
 }
 
@@ -891,14 +961,18 @@ impl Verdict {
                     is_error: false,
                 };
                 match slot {
-                    Some(s) if s < a.mark => Verdict::Lagging {
-                        answer: CallOutcome::Answer {
-                            body,
-                            value,
-                            is_error: false,
-                            how: How::from(i),
-                        },
-                    },
+                    // Lagging for this caller; still the provider's slot now (it moves `slot_now`).
+                    Some(s) if s < a.mark => {
+                        a.route.live.observe_answer_slot(i, s, a.ex.now_ms());
+                        Verdict::Lagging {
+                            answer: CallOutcome::Answer {
+                                body,
+                                value,
+                                is_error: false,
+                                how: How::from(i),
+                            },
+                        }
+                    }
                     Some(s) => {
                         if a.route.live.observe_answer_slot(i, s, a.ex.now_ms()) {
                             a.head.set(Some(s));
@@ -936,7 +1010,16 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
             };
         }
     }
-    choose(&route.statics, live, &live.health.load(), ask, now, 0, 0.0)
+    choose(
+        &route.statics,
+        live,
+        &live.health.load(),
+        ask,
+        &Pressure::NONE,
+        now,
+        0,
+        0.0,
+    )
 }
 
 /// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].

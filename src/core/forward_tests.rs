@@ -13,7 +13,7 @@ use crate::config::{BreakerPolicy, Endpoint, RetryPolicy};
 use crate::core::route::{SubmitLimits, Upstream};
 use crate::core::router::ProviderStatic;
 use crate::core::state::NetworkLive;
-use crate::rpc::methods::lookup;
+use crate::rpc::methods::{lookup, Family};
 use crate::telemetry::metrics::ShardMetrics;
 use crate::telemetry::recorder::Recorder;
 use crate::transport::{PoolSettings, UpstreamPool, UpstreamResponse};
@@ -154,6 +154,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
                 overflow: false,
                 region_distance: 0.0,
                 quota_rps: None,
+                credits: None,
             })
             .collect(),
         live: NetworkLive::new(&net, &breaker, 1),
@@ -163,6 +164,8 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         operators: (0..n as u16).collect(),
         recorder: Rc::new(Recorder::new(&[n], to_aggregator, Arc::new(ShardMetrics::new(&[n], 1)))),
         rotation: Cell::new(0),
+        round_robin: Cell::new(0),
+        pressure: Default::default(),
         cache: None,
         cache_depth: 64,
         inflight: None,
@@ -176,6 +179,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
         solana: false,
         declared: Default::default(),
         submit: SubmitLimits::default(),
+        sync: Default::default(),
         superseded: Cell::new(false),
         logs: Default::default(),
         bodies: Default::default(),
@@ -497,6 +501,52 @@ fn a_head_below_the_clients_mark_is_never_answered() {
 }
 
 #[test]
+fn a_latest_read_is_held_to_the_head_the_pool_showed_lately_even_with_no_mark() {
+    // A key that has seen nothing on this node (its mark reaches this node through Redis, later): provider 0
+    // showed 0x100 a moment ago and has fallen back since, as has the pool's best head.
+    let route = route(2, no_jitter(3));
+    let caller = Caller::default();
+    let now = crate::telemetry::clock::now_ms();
+    assert!(route.live.observe_head_at(ProviderId::new(0), 0x100, now).accepted());
+    route.live.lower_head(ProviderId::new(0), 0x80);
+    assert_eq!(route.live.best_head.load(std::sync::atomic::Ordering::Relaxed), 0x80);
+    let script = Script::new(vec![
+        Reply::Http(
+            200,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x80","hash":"0x01"}}"#,
+        ),
+        Reply::Http(
+            200,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0x81","hash":"0x02"}}"#,
+        ),
+    ]);
+    let out = run(
+        &route,
+        &script,
+        "eth_getBlockByNumber",
+        r#"["latest",false]"#,
+        10 * SECOND,
+    );
+    assert_eq!(
+        script.to(),
+        [0, 1],
+        "each answer below 0x100 less the tolerance sends the call on"
+    );
+    assert!(
+        matches!(out, CallOutcome::Failed(ProxyError::NotServed(_))),
+        "never a block below what the pool showed: {out:?}"
+    );
+    // eth_blockNumber answers the head shown (a height the chain reached), and the key's mark rises to it.
+    let script = Script::new(vec![
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":"0x80"}"#),
+        Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":"0x81"}"#),
+    ]);
+    let out = run(&route, &script, "eth_blockNumber", "[]", 10 * SECOND);
+    assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
+    assert_eq!(route.live.marks.get(caller.mark), 0x100);
+}
+
+#[test]
 fn a_light_read_flooding_the_response_limit_is_the_providers_failure() {
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![
@@ -593,4 +643,35 @@ fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
     );
     assert_eq!(result_of(&out), Some(&br#"{"number":"0x102"}"#[..]));
     assert_eq!(route.live.marks.get(finalized), 0x102);
+}
+
+#[test]
+fn a_read_leaves_a_provider_whose_call_in_flight_is_far_older_than_usual() {
+    let route = route(2, no_jitter(3));
+    let script = Script::new((0..4).map(|_| Reply::Http(200, RESULT)).collect());
+    let read = |n: u32| {
+        let out = run(
+            &route,
+            &script,
+            "eth_call",
+            &format!(r#"[{{"to":"0x{n}"}},"latest"]"#),
+            SECOND,
+        );
+        assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    };
+    // Idle providers share reads in rotation: p1, then p2 ...
+    read(1);
+    // ... and a call of another family waiting at p2 says nothing about this one.
+    let logs = route.upstreams[1].in_flight(Family::Logs, script.now_ms());
+    script.elapsed.set(script.elapsed.get() + Duration::from_millis(80));
+    read(2);
+    read(3);
+    assert_eq!(script.to(), [0, 1, 0]);
+    drop(logs);
+    // A call of the family has waited at p2 for 80 ms and nothing came back yet: the next read goes
+    // elsewhere, though no answer has taught routing anything.
+    let _stuck = route.upstreams[1].in_flight(Family::Execute, script.now_ms());
+    script.elapsed.set(script.elapsed.get() + Duration::from_millis(80));
+    read(4);
+    assert_eq!(script.to(), [0, 1, 0, 0], "the rotation would have picked p2");
 }

@@ -8,6 +8,7 @@
 use std::ops::Range;
 
 use crate::config::RetryOn;
+use crate::telemetry::cause::{CauseLog, Reason};
 use crate::transport::validate::{check_response, InvalidResponse};
 use crate::transport::{TransportError, UpstreamResponse};
 
@@ -128,6 +129,41 @@ impl Judged {
         }
     }
 
+    /// Why this exchange failed or was throttled, as metrics, `/status` and the log name it (`None` for an
+    /// answer, or for what is nobody's failure yet). The status wins over the body: a 401 with a JSON-RPC
+    /// error in it is `http_401`.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Judged::Failed {
+                failure: Failure::Transport(e),
+                ..
+            } => e.reason(),
+            Judged::Failed { class, .. } if *class == Class::QuotaExhausted => Some(Reason::Quota),
+            Judged::Failed {
+                failure: Failure::Status(status),
+                ..
+            } => Some(Reason::of_status(*status)),
+            Judged::Failed {
+                failure: Failure::Malformed { why, status, .. },
+                class,
+            } => Some(match (why, class) {
+                (_, Class::Throttled) if *status == 429 => Reason::Http429,
+                (_, Class::Throttled) => Reason::Throttled,
+                (InvalidResponse::WrongId, _) => Reason::WrongId,
+                _ => Reason::Malformed,
+            }),
+            Judged::Answer { status, class, .. } => match class {
+                Class::ProviderFailure | Class::Throttled if !(200..300).contains(status) => {
+                    Some(Reason::of_status(*status))
+                }
+                Class::ProviderFailure => Some(Reason::RpcError),
+                Class::Throttled => Some(Reason::Throttled),
+                Class::QuotaExhausted => Some(Reason::Quota),
+                _ => None,
+            },
+        }
+    }
+
     /// Whether any byte of the call may have reached the provider (only a transport failure before
     /// sending says no).
     pub fn maybe_sent(&self) -> bool {
@@ -169,8 +205,26 @@ impl Judged {
     }
 
     /// Logs what a broken answer looked like: the reason and size, never the body (it may carry another
-    /// caller's data).
-    pub fn log_broken(&self, network: &str, provider: &str, method: &str) {
+    /// caller's data). At most one line per provider every few seconds (`causes`): a provider answering
+    /// garbage under load is not a log storm.
+    pub fn log_broken(
+        &self,
+        causes: &CauseLog,
+        now_ms: impl FnOnce() -> u64,
+        network: &str,
+        provider: &str,
+        method: &str,
+    ) {
+        let broken = matches!(
+            self,
+            Judged::Failed {
+                failure: Failure::Transport(TransportError::Malformed(_)) | Failure::Malformed { .. },
+                ..
+            }
+        );
+        if !broken || causes.may_log(now_ms()).is_none() {
+            return;
+        }
         match self {
             Judged::Failed {
                 failure: Failure::Transport(TransportError::Malformed(why)),

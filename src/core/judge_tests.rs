@@ -198,3 +198,60 @@ fn a_broken_body_under_a_2xx_is_malformed_not_a_status() {
         }
     ));
 }
+
+#[test]
+fn every_failure_names_its_reason_and_answers_name_none() {
+    let reason = |r: Result<UpstreamResponse, TransportError>| judge(r, 7, true, false, Dialect::Evm).reason();
+    let ok = r#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#;
+    let cases: Vec<(Result<UpstreamResponse, TransportError>, Option<&str>)> = vec![
+        (answer(200, ok), None),
+        (
+            answer(
+                200,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":3,"message":"execution reverted"}}"#,
+            ),
+            None,
+        ),
+        (answer(401, r#"{"error":"invalid API key"}"#), Some("http_401")),
+        // A JSON-RPC error under 401 is still the status's cause.
+        (
+            answer(
+                401,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"unauthorized"}}"#,
+            ),
+            Some("http_401"),
+        ),
+        (answer(403, "<html>forbidden</html>"), Some("http_403")),
+        (answer(429, "slow down"), Some("http_429")),
+        (answer(503, "<html>maintenance</html>"), Some("http_5xx")),
+        (answer(200, "<html>oops</html>"), Some("malformed")),
+        (
+            answer(200, r#"{"jsonrpc":"2.0","id":8,"result":"0x1"}"#),
+            Some("wrong_id"),
+        ),
+        (
+            answer(
+                200,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"rate limit exceeded"}}"#,
+            ),
+            Some("throttled"),
+        ),
+        (
+            answer(
+                200,
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"internal error"}}"#,
+            ),
+            Some("rpc_error"),
+        ),
+        (Err(TransportError::Timeout { sent: true }), Some("timeout")),
+        (Err(TransportError::Reset { sent: false }), Some("reset")),
+        (Err(TransportError::Refused), Some("refused")),
+        (Err(TransportError::Tls("bad certificate".into())), Some("tls")),
+        (Err(TransportError::Unresolved), Some("dns")),
+        (Err(TransportError::ConnectionLimit { max: 4 }), None),
+    ];
+    for (r, want) in cases {
+        let shown = format!("{r:?}");
+        assert_eq!(reason(r).map(|r| r.as_str()), want, "{shown}");
+    }
+}

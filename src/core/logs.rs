@@ -15,7 +15,7 @@
 //! A filter that fits goes out as the client sent it; only a split filter has its tags resolved (see
 //! [`Span::of`]). `blockHash` filters are never split.
 
-mod range;
+pub(crate) mod range;
 
 use std::borrow::Cow;
 use std::cell::Cell;

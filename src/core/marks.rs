@@ -3,6 +3,11 @@
 //!
 //! Sessions hash into a fixed table: two sessions sharing a slot share a mark, which can only make the
 //! mark higher than needed (a provider excluded a little longer), never let the chain go backwards.
+//!
+//! A key's mark reaches other Prism nodes only through Redis, every `sync_interval_ms`: a client that
+//! alternates between nodes can be faster. So a `latest` read is also held to [`ShownHead`], the highest
+//! head this node's own providers have shown lately (less the tolerance): what the client may have been
+//! answered by another node in front of the same providers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,6 +42,52 @@ impl MarkKey {
             MarkKey::Key(i) => MarkKey::Key(lane as usize * stride + i.min(stride.saturating_sub(1))),
             MarkKey::Session(_) => self.on_side(lane, 0),
         }
+    }
+}
+
+/// The highest head any provider of the pool has shown (a believed head: a probe, an answer, a `newHeads`
+/// frame), kept for `hold_ms` after it was last shown. The pool's best head is recomputed from each
+/// provider's latest report, so it drops for a moment whenever the provider at the top falls back before the
+/// one that overtook it is heard from again; this does not. Past `hold_ms` without any provider showing it
+/// again (every provider has been probed twice by then) the pool really is lower, and it no longer counts.
+pub struct ShownHead {
+    head: AtomicU64,
+    at_ms: AtomicU64,
+    hold_ms: u64,
+}
+
+impl ShownHead {
+    pub fn new(hold_ms: u64) -> Self {
+        ShownHead {
+            head: AtomicU64::new(0),
+            at_ms: AtomicU64::new(0),
+            hold_ms,
+        }
+    }
+
+    /// A provider showed `height` (already believed) at `now_ms`.
+    pub fn show(&self, height: u64, now_ms: u64) {
+        if height >= self.head.fetch_max(height, Ordering::AcqRel) {
+            self.at_ms.fetch_max(now_ms, Ordering::AcqRel);
+        }
+    }
+
+    /// The highest head shown within `hold_ms` of `now_ms`; 0 when none was.
+    pub fn get(&self, now_ms: u64) -> u64 {
+        if now_ms.saturating_sub(self.at_ms.load(Ordering::Acquire)) <= self.hold_ms {
+            self.head.load(Ordering::Acquire)
+        } else {
+            0
+        }
+    }
+
+    /// `at_least` or the highest head shown within `hold_ms`, whichever is higher; the clock (`now_ms`) is
+    /// read only when the shown head is higher (the pool's best head is usually the shown head itself).
+    pub fn at_least(&self, at_least: u64, now_ms: impl FnOnce() -> u64) -> u64 {
+        if self.head.load(Ordering::Acquire) <= at_least {
+            return at_least;
+        }
+        at_least.max(self.get(now_ms()))
     }
 }
 
@@ -88,6 +139,28 @@ mod tests {
             5,
             "collisions share, conservatively"
         );
+    }
+
+    #[test]
+    fn a_shown_head_holds_for_its_time_and_is_renewed_only_by_showing_it_again() {
+        let s = ShownHead::new(200);
+        assert_eq!(s.get(0), 0);
+        s.show(100, 1_000);
+        s.show(80, 1_150);
+        assert_eq!(s.get(1_150), 100, "a lower head does not lower it");
+        assert_eq!(s.get(1_200), 100);
+        assert_eq!(
+            s.get(1_201),
+            0,
+            "not shown again within its time: the pool is lower now"
+        );
+        s.show(100, 1_300);
+        assert_eq!(s.get(1_450), 100, "shown again");
+        s.show(101, 1_460);
+        assert_eq!(s.get(1_660), 101);
+        assert_eq!(s.at_least(101, || panic!("no clock needed")), 101);
+        assert_eq!(s.at_least(90, || 1_660), 101);
+        assert_eq!(s.at_least(90, || 1_661), 90, "expired");
     }
 
     #[test]

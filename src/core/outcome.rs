@@ -34,6 +34,9 @@ pub struct How {
     pub source: Source,
     /// A hedge was sent for this call.
     pub hedged: bool,
+    /// Providers that agreed on this answer byte for byte (a verified read, `core::verify`); 0 = not
+    /// verified.
+    pub verified: u8,
 }
 
 impl How {
@@ -127,6 +130,22 @@ pub enum ProxyError {
         code: i32,
         message: String,
     },
+    /// A verified read: the providers asked answered differently (`core::verify`).
+    Disagreement {
+        providers: Vec<String>,
+        /// The block they were asked at, when Prism pinned one.
+        block: Option<u64>,
+    },
+    /// A verified read: fewer providers than the quorum answered.
+    ShortOfQuorum {
+        answered: usize,
+        quorum: usize,
+    },
+    /// The key spent its fair share of the only usable provider's quota (`core::quota`): not sent.
+    OverShare {
+        provider: String,
+        retry_after_ms: u64,
+    },
 }
 
 impl ProxyError {
@@ -136,6 +155,9 @@ impl ProxyError {
             ProxyError::Unsupported(_) => -32601,
             ProxyError::Rejected { code, .. } => *code,
             ProxyError::WriteOutcomeUnknown { .. } => WRITE_OUTCOME_UNKNOWN,
+            ProxyError::Disagreement { .. } => DISAGREEMENT,
+            ProxyError::ShortOfQuorum { .. } => SHORT_OF_QUORUM,
+            ProxyError::OverShare { .. } => -32005,
             ProxyError::Transport {
                 error: TransportError::TooLarge { .. },
                 ..
@@ -153,7 +175,7 @@ impl ProxyError {
     }
 }
 
-/// One code per size limit, so a client can tell which one it hit (README, "Limits"). Over
+/// One code per size limit, so a client can tell which one it hit (docs/CONFIGURATION.md, `[limits]`). Over
 /// `limits.max_response_bytes` (one upstream answer, or an `eth_getLogs` merged from parts): EIP-1474's
 /// "limit exceeded", the code providers give a too-wide `eth_getLogs`.
 pub const RESPONSE_TOO_LARGE: i32 = -32005;
@@ -172,6 +194,11 @@ pub fn answer_too_large_message(max: usize) -> String {
         "Answer too large: the answers to this request exceed limits.max_answer_bytes ({max} bytes); ask for less or split the batch"
     )
 }
+
+/// A verified read (`core::verify`): the providers asked answered differently.
+pub const DISAGREEMENT: i32 = -32097;
+/// A verified read: fewer providers than the quorum answered.
+pub const SHORT_OF_QUORUM: i32 = -32096;
 
 /// Distinct code for "your transaction may have been sent": poll `data.txHash`, do not resend blindly.
 pub const WRITE_OUTCOME_UNKNOWN: i32 = -32098;
@@ -212,6 +239,21 @@ impl std::fmt::Display for ProxyError {
             ),
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
             ProxyError::Rejected { message, .. } => f.write_str(message),
+            ProxyError::Disagreement { providers, block } => {
+                write!(f, "Providers disagree: {} answered this verified read differently", providers.join(", "))?;
+                match block {
+                    Some(b) => write!(f, " at block 0x{b:x}"),
+                    None => Ok(()),
+                }
+            }
+            ProxyError::OverShare { provider, .. } => write!(
+                f,
+                "Quota share exceeded: this key has used its fair share of provider {provider}'s quota and no other provider is usable; retry after data.retryAfterMs"
+            ),
+            ProxyError::ShortOfQuorum { answered, quorum } => write!(
+                f,
+                "Verified read not answered: it needs {quorum} providers to agree and {answered} could (the others are down, lagging or excluded)"
+            ),
         }
     }
 }
@@ -228,6 +270,10 @@ pub struct Caller {
     /// The head (Solana: slot) the answer must come from at least, beyond the mark: Solana's
     /// `minContextSlot`. 0 = none.
     pub floor: u64,
+    /// The key's verified reads (`core::verify`); off for most keys.
+    pub verify: super::verify_rule::VerifyRule,
+    /// The key's slot (its index; 0 = no key): its fair share of provider quota, its credits.
+    pub key: u32,
 }
 
 impl Default for Caller {
@@ -238,6 +284,8 @@ impl Default for Caller {
             mark: MarkKey::Key(0),
             providers: u64::MAX,
             floor: 0,
+            verify: super::verify_rule::VerifyRule::OFF,
+            key: 0,
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodI
 use crate::rpc::Call;
 use crate::telemetry::metrics::Reuse;
 
-use super::cache::{answer_cacheable, request_pin};
+use super::cache::{answer_cacheable, request_pin, Anchor, Proof};
 use super::canon::canonical_key;
 use super::dedupe::Role;
 use super::exchange::Live;
@@ -46,6 +46,11 @@ pub async fn forward(
             }
         }
         Kind::Unknown => route.recorder.metrics().unknown_method(),
+        // A key's verified reads: several providers, one pinned block, no cache or dedupe.
+        // Boxed: rare, and inline its state would enlarge every call's future.
+        Kind::Read if caller.verify.covers(&call.method) => {
+            return Box::pin(super::verify::verified(route, call, info, caller, deadline, ids)).await;
+        }
         _ => {}
     }
     // The block parameter is read once here for the cache, dedupe and the retry loop.
@@ -100,7 +105,12 @@ async fn reuse_or_forward(
         )
     });
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
-        if let Some(value) = cache.get(&key) {
+        // An answer about a block not yet final is proven by this shard's heads feed (`core::cache`).
+        let proof = Proof {
+            finalized,
+            heads: route.subs.heads_current(head, route.live.hwm_tolerance),
+        };
+        if let Some(value) = cache.get(&key, proof) {
             metrics.reuse(Reuse::CacheHit);
             return CallOutcome::result(value.to_vec()).with_how(|how| how.source = Source::Hit);
         }
@@ -115,8 +125,16 @@ async fn reuse_or_forward(
             },
         ) = (&route.cache, pin, outcome)
         {
-            if answer_cacheable(&call.method, &body[value.clone()], *is_error) {
-                cache.insert(key, &body[value.clone()], pin);
+            let value = &body[value.clone()];
+            if answer_cacheable(&call.method, value, *is_error) {
+                let anchor = cache.anchor(pin, &call.method, value, finalized);
+                if !matches!(anchor, Some(Anchor::Forever)) {
+                    // Only a heads feed can prove it (`core::cache`): the shard's sweeper starts one.
+                    route.subs.want_heads();
+                }
+                if let Some(anchor) = anchor {
+                    cache.insert(key, value, anchor);
+                }
             }
         }
     };
@@ -163,7 +181,8 @@ async fn reuse_or_forward(
 }
 
 /// Whether a shared answer reveals a head below the caller's current high-water mark (for a `safe` /
-/// `finalized` read, its mark for that tag).
+/// `finalized` read, its mark for that tag; for a `latest` read, also what this node's providers showed
+/// lately less the tolerance, as the retry loop holds it).
 fn below_mark(
     route: &NetworkRoute,
     info: &MethodInfo,
@@ -179,8 +198,16 @@ fn below_mark(
             value,
             is_error: false,
             ..
-        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()])
-            .is_some_and(|h| h < route.live.marks.get(mark)),
+        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()]).is_some_and(|h| {
+            let held = match (latest, tag) {
+                (true, None) => route
+                    .live
+                    .held_head(crate::telemetry::clock::now_ms)
+                    .saturating_sub(route.live.hwm_tolerance),
+                _ => 0,
+            };
+            h < route.live.marks.get(mark).max(held)
+        }),
         _ => false,
     }
 }

@@ -1,8 +1,9 @@
 //! Choosing a provider for one attempt.
 //!
-//! `score(p) = w_latency·norm(p50) + w_error·error_rate_5m + w_quota·quota_burn + w_affinity·region_distance`
+//! `score(p) = w_latency·norm(cost) + w_error·error_rate_5m + w_quota·quota_burn + w_affinity·region_distance`
 //! over providers whose breaker is closed (and that are not drifted, parked, on the wrong chain, below the
-//! client's high-water mark, or already tried by this request), divided by the provider's `weight`.
+//! client's high-water mark, or already tried by this request), divided by the provider's `weight`. The
+//! cost is the family's p50, raised by what the shard's calls in flight show (`core::inflight::Pressure`).
 //! Lower is better. Round robin, random and weighted use the same candidate set and the same function with
 //! latency weight zero. Overflow providers, and providers past their quota, are used only when nothing
 //! else is usable; providers pruned below the block a read needs come after all of those. A `safe` /
@@ -11,6 +12,7 @@
 use std::sync::atomic::Ordering;
 
 use super::breaker::BreakerState;
+use super::inflight::Pressure;
 use super::state::NetworkLive;
 use crate::config::{Strategy, Weights};
 use crate::rpc::methods::{Family, Finality};
@@ -25,6 +27,8 @@ pub struct ProviderStatic {
     /// 0 = same region as this node (or unknown), 1 = elsewhere.
     pub region_distance: f64,
     pub quota_rps: Option<f64>,
+    /// Its price table (`core::quota`): each call costs its method's credits; `quota_rps` is then credits.
+    pub credits: Option<std::sync::Arc<super::quota::CreditTable>>,
 }
 
 /// One routing question.
@@ -49,6 +53,9 @@ pub struct Ask {
     /// A `safe` / `finalized` read and the least tag value it wants (the pool's agreed value, or the caller's
     /// mark for the tag if higher): providers at or above it are kept; if none is, the highest.
     pub tag: Option<(Finality, u64)>,
+    /// The caller's key slot (0: no key): with fair shares on, a provider whose quota share this key has
+    /// spent comes after the others (`core::quota`).
+    pub key: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,12 +76,15 @@ const PEER_LAG_PENALTY: f64 = 0.2;
 /// Ties within this score distance share traffic in rotation instead of all going to one.
 const TIE: f64 = 0.02;
 
-/// Picks a provider. `rotation` and `dice` (0..1) come from the shard, so this stays a pure function.
+/// Picks a provider. `rotation` and `dice` (0..1) come from the shard, and so does `pressure` (its calls in
+/// flight, `core::inflight`), so this stays a pure function.
+#[allow(clippy::too_many_arguments)]
 pub fn choose(
     statics: &[ProviderStatic],
     live: &NetworkLive,
     health: &NetworkHealth,
     ask: &Ask,
+    pressure: &Pressure,
     now_ms: u64,
     rotation: usize,
     dice: f64,
@@ -84,6 +94,7 @@ pub fn choose(
     let mut tier = [0u8; 64];
     let mut n = 0;
     let mut any_unexcluded = false;
+    let fair = live.quota.fair_on();
     for (i, s) in ProviderId::all(statics.len()).zip(statics) {
         if i.is_in(ask.exclude) {
             continue;
@@ -93,13 +104,16 @@ pub fn choose(
         if !live.admissible(i) || !p.breaker.is_closed() || p.is_parked(now_ms) {
             continue;
         }
-        let burn = quota_burn(s, health, i);
+        let burn = quota_burn(s, live, health, i);
+        // Fair shares: this key spent its share of the provider's quota (and nobody left any spare).
+        let over_share = fair && live.quota.shares(i).is_some_and(|q| !q.has_room(ask.key as usize));
         cand[n] = i;
         // Tier 1: overflow, over quota (locally, or the node's leased share spent), or failing at peers.
         // Tiers 2 and 3: the same, for providers that lack the block the read needs (pruned below it).
         let lacks = ask.at_block.is_some_and(|b| !p.floor.has(b));
-        tier[n] = u8::from(s.overflow || burn >= 1.0 || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled))
-            + 2 * u8::from(lacks);
+        tier[n] = u8::from(
+            s.overflow || burn >= 1.0 || over_share || p.quota_spent() || p.peer_open(now_ms) || i.is_in(ask.stalled),
+        ) + 2 * u8::from(lacks);
         n += 1;
     }
     if n == 0 {
@@ -119,9 +133,13 @@ pub fn choose(
     // The client's high-water mark: keep providers at or above it; if none is, keep the deepest.
     if ask.min_head > 0 || ask.prefer_deeper {
         // Each head is read once: probes may lower one at any moment, and the deepest must stay a candidate.
+        // A Solana provider's slot is where its cadence has taken it since it was last seen (`slot_now`): a
+        // mark raised by the freshest answer against slots up to a probe interval old left every provider
+        // but the last one to answer out, and a round-robin key's reads all went to it. An answer still
+        // below the mark is lagging and asked elsewhere (`forward`), so no caller's slot goes back.
         let mut heads = [0u64; 64];
         for (k, &i) in cand[..m].iter().enumerate() {
-            heads[k] = live.providers()[i].head.load(Ordering::Relaxed);
+            heads[k] = live.slot_now(i, now_ms);
         }
         let deepest = heads[..m].iter().copied().max().unwrap_or(0);
         let floor = if ask.prefer_deeper {
@@ -167,7 +185,7 @@ pub fn choose(
             let mut weights = [0f64; 64];
             let mut total = 0.0;
             for (k, &i) in cand.iter().enumerate() {
-                let s = score(statics, health, &w, ask.family, i, 1.0);
+                let s = score(statics, live, health, &w, ask.family, i, 0.0);
                 weights[k] = statics[i].weight / (1.0 + s);
                 total += weights[k];
             }
@@ -181,18 +199,19 @@ pub fn choose(
             Choice::Provider(cand[m - 1])
         }
         Strategy::Score => {
-            let max_p50 = cand
-                .iter()
-                .map(|&i| {
-                    health
-                        .providers
-                        .get(i.index())
-                        .map_or(0, |h| h.figures(ask.family).p50_us)
-                })
-                .max()
-                .unwrap_or(0)
-                .max(1) as f64;
+            // The latency each candidate shows now: its p50 for the family, or more while calls it has in
+            // flight are far older than that (or it answered far slower just now), times its calls in flight
+            // plus one (`core::inflight`). Written into `scores` first, then turned into scores in place.
             let mut scores = [0f64; 64];
+            let mut max_cost = 1f64;
+            for (k, &i) in cand.iter().enumerate() {
+                let p50 = health
+                    .providers
+                    .get(i.index())
+                    .map_or(0, |h| h.figures(ask.family).p50_us) as f64;
+                scores[k] = pressure.cost(i, p50);
+                max_cost = max_cost.max(scores[k]);
+            }
             let mut best = f64::INFINITY;
             // Peers (with `[cluster]`) may know a higher head: a provider far behind it ranks lower, but is
             // never excluded on a peer's word.
@@ -204,7 +223,7 @@ pub fn choose(
                         .load(Ordering::Relaxed)
                         .saturating_add(live.max_drift)
                         < peer_best;
-                scores[k] = (score(statics, health, &ask.weights, ask.family, i, max_p50)
+                scores[k] = (score(statics, live, health, &ask.weights, ask.family, i, scores[k] / max_cost)
                     + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })
                     / statics[i].weight;
                 best = best.min(scores[k]);
@@ -225,27 +244,34 @@ pub fn choose(
     }
 }
 
-fn quota_burn(s: &ProviderStatic, health: &NetworkHealth, i: ProviderId) -> f64 {
+/// How much of its quota a provider is using: the credits it was sent per second when it has a price
+/// table (`core::quota`), else its recent calls per second, over `quota_rps`.
+fn quota_burn(s: &ProviderStatic, live: &NetworkLive, health: &NetworkHealth, i: ProviderId) -> f64 {
     match (s.quota_rps, health.providers.get(i.index())) {
+        (Some(_), _) if s.credits.is_some() => live.quota.priced_burn(i).unwrap_or(0.0),
         (Some(q), Some(h)) if q > 0.0 => h.recent_rps / q,
         _ => 0.0,
     }
 }
 
+/// A candidate's score; `latency` is its normalized latency (0..1, its cost over the candidates' highest).
+#[inline]
 fn score(
     statics: &[ProviderStatic],
+    live: &NetworkLive,
     health: &NetworkHealth,
     w: &Weights,
     family: Family,
     i: ProviderId,
-    max_p50: f64,
+    latency: f64,
 ) -> f64 {
-    let (p50, err) = health.providers.get(i.index()).map_or((0.0, 0.0), |h| {
-        (h.figures(family).p50_us as f64, h.figures(family).error_rate())
-    });
-    w.latency * (p50 / max_p50)
+    let err = health
+        .providers
+        .get(i.index())
+        .map_or(0.0, |h| h.figures(family).error_rate());
+    w.latency * latency
         + w.error * err
-        + w.quota * quota_burn(&statics[i], health, i).min(1.0)
+        + w.quota * quota_burn(&statics[i], live, health, i).min(1.0)
         + w.affinity * statics[i].region_distance
 }
 

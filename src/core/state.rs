@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use super::availability::Floor;
 use super::breaker::{Breaker, BreakerState};
 use super::finality::{agreed_value, PoolTags, TagHeads, TagReport};
-use super::marks::{MarkKey, Marks};
+use super::marks::{MarkKey, Marks, ShownHead};
 use crate::config::{BreakerPolicy, Network};
 use crate::rpc::methods::Finality;
 use crate::rpc::ProviderId;
@@ -215,8 +215,11 @@ pub struct ProviderLive {
     /// More than `max_drift_blocks` behind the pool's best head (Solana: `max_slot_drift` behind the best
     /// base-layer provider).
     pub drifted: AtomicBool,
-    /// Solana: its slot has not advanced for `slot_stall_ms` (see `core::slots`).
+    /// Solana: its slot has stood still for `slot_stall_slots` of its slot times, or `slot_stall_ms`
+    /// (see `core::slots`).
     pub stalled: AtomicBool,
+    /// Solana: its cadence and when its newest slot was made, as its probes show them (`core::slots`).
+    pub clock: super::sides::SlotClock,
     /// Solana: the slot its last probe answered, and when: what bounds the slots its answers may claim.
     pub probed_slot: AtomicU64,
     pub probed_at_ms: AtomicU64,
@@ -238,6 +241,10 @@ pub struct ProviderLive {
     /// beyond, learned from its "too large" answers on any shard (`core::logs`); 0 = none learned yet.
     pub logs_range: AtomicU64,
     pub logs_results: AtomicU64,
+    /// Its last failures and their reasons (`telemetry::cause`), for `/status`, the page and the log.
+    pub causes: crate::telemetry::cause::CauseLog,
+    /// Taken out of routing by an operator (`core::cordon`).
+    pub cordon: super::cordon::Cordon,
 }
 
 impl ProviderLive {
@@ -254,6 +261,7 @@ impl ProviderLive {
             claimed_at_ms: AtomicU64::new(0),
             drifted: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            clock: Default::default(),
             probed_slot: AtomicU64::new(0),
             probed_at_ms: AtomicU64::new(0),
             parked_until_ms: AtomicU64::new(0),
@@ -266,6 +274,8 @@ impl ProviderLive {
             tags: TagHeads::default(),
             logs_range: AtomicU64::new(0),
             logs_results: AtomicU64::new(0),
+            causes: Default::default(),
+            cordon: Default::default(),
         }
     }
 
@@ -304,6 +314,8 @@ impl ProviderLive {
     pub fn describe(&self, now_ms: u64) -> &'static str {
         if self.retired.load(Ordering::Relaxed) {
             "retired"
+        } else if self.cordon.is_on() {
+            "cordoned"
         } else if self.chain() == ChainCheck::Wrong {
             "wrong-chain"
         } else if self.outlier.load(Ordering::Relaxed) && self.breaker.is_closed() {
@@ -337,6 +349,9 @@ pub struct NetworkLive {
     /// Configured chain id: providers must match it before they serve.
     pub chain_id: Option<u64>,
     pub marks: Marks,
+    /// The highest head shown lately (`core::marks::ShownHead`): what a `latest` read is held to besides the
+    /// caller's mark ([`NetworkLive::held_head`]).
+    pub shown: ShownHead,
     pub health: ArcSwap<NetworkHealth>,
     pub rule: HeadRule,
     /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
@@ -350,6 +365,8 @@ pub struct NetworkLive {
     pub tags: PoolTags,
     /// Key slots of the marks table (keys + 1): the stride between an EVM caller's mark lanes.
     key_slots: usize,
+    /// Provider quota in credits and the keys' fair shares of it (`core::quota`).
+    pub quota: super::quota::QuotaLive,
 }
 
 impl NetworkLive {
@@ -364,6 +381,8 @@ impl NetworkLive {
             hwm_tolerance: network.hwm_tolerance_blocks,
             chain_id: network.chain_id,
             marks: Marks::new((keys + 1) * super::sides::SlotRule::mark_lanes(network) - 1),
+            // Two probe intervals: by then every provider has been asked again.
+            shown: ShownHead::new(network.probe_interval_ms.saturating_mul(2)),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
             rule: HeadRule::new(network),
             outliers: AtomicUsize::new(0),
@@ -372,6 +391,7 @@ impl NetworkLive {
             slots: super::sides::SlotRule::for_network(network),
             tags: PoolTags::default(),
             key_slots: keys + 1,
+            quota: super::quota::QuotaLive::new(keys + 1),
         });
         live.apply_floors(network);
         live
@@ -554,6 +574,9 @@ impl NetworkLive {
                     self.outliers.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
                 }
+                if self.counts(provider) {
+                    self.shown.show(height, now_ms);
+                }
                 if recovered || height > before {
                     self.recompute_best();
                 }
@@ -633,7 +656,7 @@ impl NetworkLive {
     /// The provider's state as operators see it: the breaker, or why it is excluded.
     pub fn describe(&self, provider: ProviderId, now_ms: u64) -> &'static str {
         let p = &self.all[provider];
-        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() {
+        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() && !p.cordon.is_on() {
             "unverified"
         } else {
             p.describe(now_ms)
@@ -646,6 +669,12 @@ impl NetworkLive {
         self.peer_best_head.store(best, Ordering::Release);
         self.peer_best_until_ms
             .store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
+    }
+
+    /// The head a `latest` read on this node may not be answered far below (less `hwm_tolerance`): the pool's
+    /// best head, or the highest one a provider showed lately if that is higher.
+    pub fn held_head(&self, now_ms: impl FnOnce() -> u64) -> u64 {
+        self.shown.at_least(self.best_head.load(Ordering::Acquire), now_ms)
     }
 
     /// The best head peers report, while their reports are fresh.
@@ -662,6 +691,7 @@ impl NetworkLive {
     pub fn admissible(&self, provider: ProviderId) -> bool {
         let p = &self.all[provider];
         !p.retired.load(Ordering::Relaxed)
+            && !p.cordon.is_on()
             && !p.drifted.load(Ordering::Relaxed)
             && !p.stalled.load(Ordering::Relaxed)
             && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers().len())

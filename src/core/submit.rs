@@ -12,8 +12,14 @@
 //!   client resending what already landed): then the hash (or receipt) is the answer.
 //! - **"transaction underpriced"**: stays the node's error, unless a lookup shows this very transaction in
 //!   a pool (ganache answers an exact duplicate that way): then it is "already known".
+//! - **`eth_sendRawTransactionSync` where the provider lacks it** (declared `sync_submit = "emulate"`, or
+//!   learned when it answers the method "not found": `core::sync_submit`): the providers that serve it are
+//!   preferred; when none is usable, or the one chosen refused the method (so it never took the
+//!   transaction), `eth_sendRawTransaction` goes once to a provider that lacks it (the one that refused),
+//!   and Prism polls that provider for the receipt until the call's timeout: the receipt, or EIP-7966's
+//!   timeout error (code 4, the hash as `data`).
 //!
-//! Never a second `eth_sendRawTransaction`.
+//! Never a second `eth_sendRawTransaction`, and never to a second provider.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -26,7 +32,7 @@ use crate::rpc::ProviderId;
 use crate::telemetry::metrics::Submitted;
 use crate::transport::validate::check_response;
 
-use super::classify::{submission_says, SubmissionSays};
+use super::classify::{classify_rpc_error_in, submission_says, Class, SubmissionSays};
 use super::forward::forward_as;
 use super::outcome::{CallOutcome, Caller, How, ProxyError, TxRef};
 use super::route::NetworkRoute;
@@ -66,20 +72,25 @@ pub fn send_deadline(deadline: Instant, keep: Duration) -> Instant {
     deadline - keep.min(left / 3)
 }
 
-/// A sync submission's deadline: its own wait (`params[1]`, milliseconds as a number or a hex quantity,
-/// else the default; at most `sync_max`) plus the way back and the lookup, never less than `deadline`.
-pub fn sync_deadline(params: Option<&[u8]>, limits: &SubmitLimits, deadline: Instant, now: Instant) -> Instant {
+/// A sync submission's own wait: its timeout (`params[1]`, milliseconds as a number or a hex quantity, else
+/// the default; at most `sync_max`).
+pub fn sync_wait(params: Option<&[u8]>, limits: &SubmitLimits) -> Duration {
     let asked = params.and_then(|p| nth_element(p, 1)).and_then(|t| {
         std::str::from_utf8(t)
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .or_else(|| hex_quantity(t))
     });
-    let wait = asked
+    asked
         .filter(|&ms| ms > 0)
         .map_or(limits.sync_default, Duration::from_millis)
-        .min(limits.sync_max);
-    deadline.max(now + wait + SYNC_GRACE + limits.lookup)
+        .min(limits.sync_max)
+}
+
+/// A sync submission's deadline: its own wait ([`sync_wait`]) plus the way back and the lookup, never less
+/// than `deadline`.
+pub fn sync_deadline(params: Option<&[u8]>, limits: &SubmitLimits, deadline: Instant, now: Instant) -> Instant {
+    deadline.max(now + sync_wait(params, limits) + SYNC_GRACE + limits.lookup)
 }
 
 /// Sends an EVM submission whose hash Prism can compute, then settles what its answer leaves open.
@@ -96,19 +107,16 @@ pub async fn submit(
         // Not a raw transaction (the node will say why): nothing to look up.
         return forward_as(route, call, info, caller, deadline, ids).await;
     };
+    let started = Instant::now();
     let deadline = match kind {
-        Submission::Sync => sync_deadline(call.params, &route.submit, deadline, Instant::now()),
+        Submission::Sync => sync_deadline(call.params, &route.submit, deadline, started),
         Submission::Raw => deadline,
     };
-    let out = forward_as(
-        route,
-        call,
-        info,
-        caller,
-        send_deadline(deadline, route.submit.lookup),
-        ids,
-    )
-    .await;
+    let send_by = send_deadline(deadline, route.submit.lookup);
+    let (out, emulated) = match kind {
+        Submission::Sync => send_sync(route, call, info, caller, send_by, ids).await,
+        Submission::Raw => (forward_as(route, call, info, caller, send_by, ids).await, false),
+    };
     let metrics = route.recorder.metrics();
     let mut lookup = Lookup {
         route,
@@ -118,6 +126,16 @@ pub async fn submit(
         sent_to: None,
     };
     match out {
+        // Emulated: the provider took the transaction (its hash is the answer); the receipt is Prism's to
+        // wait for, until the call's own timeout.
+        CallOutcome::Answer {
+            is_error: false, how, ..
+        } if emulated => {
+            lookup.sent_to = how.provider;
+            let receipt = lookup.receipt(started + sync_wait(call.params, &route.submit)).await;
+            metrics.sync_emulated(receipt.is_some());
+            receipt.map_or_else(|| not_included(&hash), |r| r.with_how(|h| *h = how))
+        }
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, .. }) => {
             lookup.sent_to = route
                 .upstreams
@@ -187,6 +205,92 @@ pub async fn submit(
     }
 }
 
+/// Sends `eth_sendRawTransactionSync` once: as it is to a provider that serves it (preferred), else as
+/// `eth_sendRawTransaction` to one that lacks it. A provider that answers the method "not found" never took
+/// the transaction: it is learned to lack the method and gets the `eth_sendRawTransaction` (it alone: one
+/// submission, one upstream). Returns the answer and whether it was emulated.
+async fn send_sync(
+    route: &NetworkRoute,
+    call: &Call<'_>,
+    info: MethodInfo,
+    caller: &Caller,
+    send_by: Instant,
+    ids: &Cell<u64>,
+) -> (CallOutcome, bool) {
+    let now_ms = crate::telemetry::clock::now_ms();
+    let native = route.sync.native(now_ms) & caller.providers;
+    let emulate_at = if usable(route, native, now_ms) {
+        let out = forward_as(
+            route,
+            call,
+            info,
+            &Caller {
+                providers: native,
+                ..*caller
+            },
+            send_by,
+            ids,
+        )
+        .await;
+        let refused_by = match &out {
+            CallOutcome::Answer {
+                body,
+                value,
+                is_error: true,
+                how,
+            } if classify_rpc_error_in(route.dialect(), 200, &body[value.clone()], true) == Class::Unsupported => {
+                how.provider
+            }
+            _ => None,
+        };
+        match refused_by {
+            Some(p) if route.sync.learn_lacking(p, now_ms) => {
+                tracing::info!(network = %route.name, provider = %route.upstreams[p].name, "the provider lacks eth_sendRawTransactionSync: emulated there");
+                p.bit()
+            }
+            _ => return (out, false),
+        }
+    } else {
+        caller.providers & !native
+    };
+    // `raw_tx_hash` read the raw transaction from `params[0]`.
+    let raw = call.params.and_then(|p| nth_element(p, 0)).unwrap_or(b"null");
+    let mut params = Vec::with_capacity(raw.len() + 2);
+    params.push(b'[');
+    params.extend_from_slice(raw);
+    params.push(b']');
+    let send = Call {
+        id: call.id,
+        method: "eth_sendRawTransaction".into(),
+        params: Some(&params),
+    };
+    let raw_info = route.declared.lookup(&send.method);
+    let out = forward_as(
+        route,
+        &send,
+        raw_info,
+        &Caller {
+            providers: emulate_at,
+            ..*caller
+        },
+        send_by,
+        ids,
+    )
+    .await;
+    (out, true)
+}
+
+/// Whether any provider in `mask` may be sent a call now.
+fn usable(route: &NetworkRoute, mask: u64, now_ms: u64) -> bool {
+    let live = &route.live;
+    ProviderId::all(route.upstreams.len()).any(|i| {
+        i.is_in(mask)
+            && live.admissible(i)
+            && live.providers()[i].breaker.is_closed()
+            && !live.providers()[i].is_parked(now_ms)
+    })
+}
+
 /// `"0x…"`: what `eth_sendRawTransaction` answers.
 fn hash_answer(hash: &str) -> CallOutcome {
     CallOutcome::result(format!("\"{hash}\"").into_bytes())
@@ -248,6 +352,24 @@ impl Lookup<'_> {
         }
     }
 
+    /// An emulated sync submission's receipt: rounds of `eth_getTransactionReceipt` at the provider that
+    /// took the transaction (every usable provider, if it is not usable any more) until `until`.
+    async fn receipt(&self, until: Instant) -> Option<CallOutcome> {
+        loop {
+            let at = match self.sent_to {
+                Some(p) if usable(self.route, p.bit(), crate::telemetry::clock::now_ms()) => p.bit(),
+                _ => u64::MAX,
+            };
+            if let Seen::Receipt(r) = self.round_at("eth_getTransactionReceipt", until, at).await {
+                return Some(r);
+            }
+            if Instant::now() + ROUND_GAP >= until {
+                return None;
+            }
+            crate::runtime::sleep(ROUND_GAP).await;
+        }
+    }
+
     /// Whether a provider has this transaction mined (one round of receipts).
     async fn mined(&self, deadline: Instant) -> Option<CallOutcome> {
         match self.round("eth_getTransactionReceipt", deadline).await {
@@ -259,13 +381,18 @@ impl Lookup<'_> {
     /// One round of `method` (`eth_getTransactionReceipt` or `eth_getTransactionByHash`) on every usable
     /// provider at once.
     async fn round(&self, method: &'static str, deadline: Instant) -> Seen {
+        self.round_at(method, deadline, u64::MAX).await
+    }
+
+    /// [`Lookup::round`] on the usable providers in `mask`.
+    async fn round_at(&self, method: &'static str, deadline: Instant, mask: u64) -> Seen {
         let route = self.route;
         let live = &route.live;
         let by = deadline.min(Instant::now() + ROUND_MAX);
         let receipt = method == "eth_getTransactionReceipt";
         let params = format!("[\"{}\"]", self.hash);
         let asks = ProviderId::all(route.upstreams.len()).filter(|&i| {
-            i.is_in(self.caller.providers)
+            i.is_in(self.caller.providers & mask)
                 && live.admissible(i)
                 && (live.providers()[i].breaker.is_closed() || Some(i) == self.sent_to)
         });

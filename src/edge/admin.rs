@@ -22,6 +22,9 @@ use crate::runtime::net::{TcpListener, TcpStream};
 use crate::runtime::{spawn, timeout_at, Shutdown};
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::metrics::{self, ShardMetrics};
+use crate::telemetry::status::{
+    round, ClusterStatus, CordonStatus, LastError, NetworkStatus, PeerStatus, ProviderStatus, ReloadStatus, StatusDoc,
+};
 
 /// Everything the admin endpoints show, shared read-only.
 pub struct AdminView {
@@ -41,33 +44,7 @@ pub struct AdminView {
     pub solana: Vec<Option<Arc<crate::solana::SolanaNet>>>,
 }
 
-/// How a config reload went: for the log, `/status` and `prism reload`'s exit status.
-#[derive(Debug, Clone)]
-pub struct ReloadOutcome {
-    pub applied: bool,
-    /// The generation running afterwards (unchanged when refused).
-    pub generation: u64,
-    /// Wall-clock ms when it finished.
-    pub at_ms: u64,
-    /// What happened, or why the file was refused (and what needs a restart).
-    pub message: String,
-    /// One line per provider or key change.
-    pub changes: Vec<String>,
-}
-
-impl ReloadOutcome {
-    pub fn to_json(&self) -> String {
-        let changes: Vec<String> = self.changes.iter().map(|c| json_str(c)).collect();
-        format!(
-            "{{\"applied\":{},\"generation\":{},\"at_ms\":{},\"message\":{},\"changes\":[{}]}}",
-            self.applied,
-            self.generation,
-            self.at_ms,
-            json_str(&self.message),
-            changes.join(",")
-        )
-    }
-}
+pub use crate::telemetry::status::ReloadOutcome;
 
 /// Re-reads the config file and applies it, or refuses it whole (implemented by the composition root).
 pub trait Reload: Send + Sync {
@@ -79,7 +56,8 @@ pub trait Reload: Send + Sync {
 
 const STATUS_PAGE: &str = include_str!("status_page.html");
 
-/// Serves admin requests until shutdown.
+/// Serves admin requests until shutdown. `POST /reload` and `POST /providers/{name}/cordon` (`/uncordon`)
+/// change the node: they need the `[admin] token` when one is set, else a loopback peer.
 pub async fn serve_admin(listener: TcpListener, view: Arc<AdminView>, shutdown: Shutdown) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
@@ -102,7 +80,11 @@ pub async fn serve_admin(listener: TcpListener, view: Arc<AdminView>, shutdown: 
     }
 }
 
+/// Largest body an admin request may carry (a cordon's reason).
+const MAX_ADMIN_BODY: usize = 4096;
+
 async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Shutdown) {
+    let loopback = stream.peer_addr().is_ok_and(|a| a.ip().is_loopback());
     let mut buf = ReadBuf::with_capacity(4096);
     loop {
         let until = Instant::now() + Duration::from_secs(30);
@@ -126,16 +108,36 @@ async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Sh
             }
         };
         buf.consume(head.len);
-        // Admin requests carry no body; a client that sends one is not ours to serve.
-        if head.content_length.unwrap_or(0) > 0 || head.chunked {
+        // A body only for a POST, small and with a length (a cordon's reason); anything else is not ours.
+        let length = head.content_length.unwrap_or(0);
+        if head.chunked || length > MAX_ADMIN_BODY || (length > 0 && head.method != Some(Method::Post)) {
             return;
         }
+        while buf.filled().len() < length {
+            match timeout_at(until, buf.read_from(&mut stream, 4096)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
+        }
+        let body = String::from_utf8_lossy(&buf.filled()[..length]).into_owned();
+        buf.consume(length);
         let mut out = Vec::new();
         let get = matches!(head.method, Some(Method::Get | Method::Head));
-        let (status, ctype, body) = if head.method == Some(Method::Post) && head.path == "/reload" {
-            reload(view).await
+        let (status, ctype, body) = if head.method == Some(Method::Post) {
+            match mutation_allowed(view, loopback, head.api_key.as_deref()) {
+                Err(refusal) => refusal,
+                Ok(()) if head.path == "/reload" => reload(view).await,
+                Ok(()) => match cordon_target(&head.path) {
+                    Some((name, on)) => view.cordon(name, on, body.trim()),
+                    None => (404, "text/plain", b"not found\n".to_vec()),
+                },
+            }
         } else if !get {
-            (405, "text/plain", b"GET only (and POST /reload)\n".to_vec())
+            (
+                405,
+                "text/plain",
+                b"GET only (and POST /reload, /providers/{name}/cordon, /providers/{name}/uncordon)\n".to_vec(),
+            )
         } else {
             match head.path.as_str() {
                 "/metrics" => (
@@ -157,7 +159,14 @@ async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Sh
             keep_alive: head.keep_alive,
             content_type: Some(ctype),
             omit_body: head.method == Some(Method::Head),
-            extra: &["Cache-Control: no-store"],
+            extra: if status == 401 {
+                &[
+                    "Cache-Control: no-store",
+                    "WWW-Authenticate: Bearer realm=\"prism admin\"",
+                ]
+            } else {
+                &["Cache-Control: no-store"]
+            },
             ..Default::default()
         };
         write_http(&mut out, status, &body, &meta);
@@ -165,6 +174,45 @@ async fn admin_connection(mut stream: TcpStream, view: &AdminView, shutdown: &Sh
             return;
         }
     }
+}
+
+type Answer = (u16, &'static str, Vec<u8>);
+
+/// Mutating endpoints need `[admin] token` as `Authorization: Bearer` when one is configured; without
+/// one, only loopback peers may use them (the admin listener stays loopback by default).
+fn mutation_allowed(view: &AdminView, loopback: bool, presented: Option<&[u8]>) -> Result<(), Answer> {
+    let config = view.config.load();
+    let access = &config.admin;
+    if access.resolved.is_some() {
+        if access.accepts(presented) {
+            return Ok(());
+        }
+        return Err((
+            401,
+            "text/plain",
+            b"this endpoint needs the admin token ([admin] token) as Authorization: Bearer\n".to_vec(),
+        ));
+    }
+    if loopback {
+        return Ok(());
+    }
+    Err((
+        403,
+        "text/plain",
+        b"mutating admin endpoints answer only loopback peers unless [admin] token is set\n".to_vec(),
+    ))
+}
+
+/// `/providers/{name}/cordon` or `/uncordon`: the name and whether to cordon.
+fn cordon_target(path: &str) -> Option<(&str, bool)> {
+    let rest = path.strip_prefix("/providers/")?;
+    let (name, action) = rest.rsplit_once('/')?;
+    let on = match action {
+        "cordon" => true,
+        "uncordon" => false,
+        _ => return None,
+    };
+    (!name.is_empty() && !name.contains('/')).then_some((name, on))
 }
 
 /// `POST /reload`: runs the reload on a thread of its own (it reads the file, resolves names and waits for
@@ -197,6 +245,46 @@ async fn reload(view: &AdminView) -> (u16, &'static str, Vec<u8>) {
 }
 
 impl AdminView {
+    /// Cordons (or uncordons) every provider named `name` (in each network that has one): out of routing at
+    /// once, with `reason` shown in `/status` and on the page. 404 when no provider has that name.
+    pub fn cordon(&self, name: &str, on: bool, reason: &str) -> Answer {
+        let config = self.config.load();
+        let mut hit = Vec::new();
+        for (n, net) in config.networks.iter().enumerate() {
+            for (i, p) in net.providers.iter().enumerate() {
+                if p.retired || p.name != name {
+                    continue;
+                }
+                let slot = self.lives[n].slot(ProviderId::new(i));
+                let reason = if reason.is_empty() { "no reason given" } else { reason };
+                let changed = if on {
+                    slot.cordon.set(reason, wall_ms())
+                } else {
+                    slot.cordon.clear()
+                };
+                let what = if on { "cordoned" } else { "uncordoned" };
+                tracing::warn!(network = %net.name, provider = %name, reason, changed, "provider {what} by an operator");
+                hit.push(
+                    serde_json::json!({"network": net.name, "provider": name, "cordoned": on, "changed": changed}),
+                );
+            }
+        }
+        if hit.is_empty() {
+            return (
+                404,
+                "application/json",
+                serde_json::json!({"error": format!("no provider named {name:?}")})
+                    .to_string()
+                    .into_bytes(),
+            );
+        }
+        (
+            200,
+            "application/json",
+            serde_json::json!({"providers": hit}).to_string().into_bytes(),
+        )
+    }
+
     /// `None` when every served network has at least one usable provider.
     pub fn unready(&self) -> Option<String> {
         let now = now_ms();
@@ -260,6 +348,7 @@ impl AdminView {
             },
         );
         self.render_gauges(&mut out);
+        crate::telemetry::build::render(&mut out);
         let _ = writeln!(out, "# HELP prism_provider_outlier_heads_total Heads reported that the chain cannot be at (beyond what time allows, or far above the other providers); the provider is excluded as an outlier meanwhile.\n# TYPE prism_provider_outlier_heads_total counter");
         for (n, net) in config.networks.iter().enumerate() {
             for (i, p) in net.providers.iter().enumerate().filter(|(_, p)| !p.retired) {
@@ -366,223 +455,153 @@ impl AdminView {
         }
     }
 
-    /// The provider table: what `/status`, the status page and the demo's terminal table show.
-    pub fn table(&self) -> Vec<NetworkRows> {
+    /// One network's providers as `/status`, the status page and the terminal tables show them.
+    pub fn network_status(&self, n: usize, net: &crate::config::Network) -> NetworkStatus {
         let now = now_ms();
-        let config = self.config.load();
-        config
-            .networks
+        let wall = wall_ms();
+        let live = &self.lives[n];
+        let health = live.health.load();
+        let best = live.best_head.load(Ordering::Relaxed);
+        let mut slots = Vec::new();
+        let solana = net.kind == NetworkKind::SolanaMagic;
+        let mut providers: Vec<ProviderStatus> = net
+            .providers
             .iter()
             .enumerate()
-            .map(|(n, net)| {
-                let live = &self.lives[n];
-                let health = live.health.load();
-                let best = live.best_head.load(Ordering::Relaxed);
-                let providers = net
-                    .providers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| !p.retired)
-                    .map(|(i, p)| {
-                        let i = ProviderId::new(i);
-                        let h = health.providers.get(i.index()).cloned().unwrap_or_default();
-                        let head = live.slot(i).head.load(Ordering::Relaxed);
-                        ProviderRow {
-                            slot: i.index(),
-                            name: p.name.clone(),
-                            region: p.region.clone(),
-                            state: live.describe(i, now),
-                            head,
-                            // A provider that never reported a head has no drift to show.
-                            lag: if head == 0 { 0 } else { best.saturating_sub(head) },
-                            p50_ms: h.overall.p50_us as f64 / 1000.0,
-                            p99_ms: h.overall.p99_us as f64 / 1000.0,
-                            success: if h.overall.calls == 0 {
-                                1.0
-                            } else {
-                                1.0 - h.overall.error_rate()
-                            },
-                            share: h.share,
-                            calls: h.overall.calls,
-                            failures: h.overall.failures,
-                            throttled: h.throttled,
-                            cooldown_ms: live.slot(i).breaker.cooldown_ms(),
-                            overflow: p.overflow,
-                            outlier_heads: live.slot(i).outlier_heads.load(Ordering::Relaxed),
-                            claimed_head: live.slot(i).claimed_head.load(Ordering::Relaxed),
-                            badge: "",
-                            badge_reason: String::new(),
-                            floor_block: live.slot(i).floor.get(),
-                            safe_head: live.slot(i).tags.get(Finality::Safe),
-                            finalized_head: live.slot(i).tags.get(Finality::Finalized),
-                        }
-                    })
-                    .collect::<Vec<_>>();
-                let mut providers = providers;
-                self.set_badges(n, &mut providers);
-                NetworkRows {
-                    name: net.name.clone(),
-                    kind: match net.kind {
-                        NetworkKind::Evm => "evm",
-                        NetworkKind::SolanaMagic => "solana-magic",
-                    },
-                    best_head: best,
-                    providers,
+            .filter(|(_, p)| !p.retired)
+            .map(|(i, p)| {
+                slots.push(i);
+                let i = ProviderId::new(i);
+                let pl = live.slot(i);
+                let h = health.providers.get(i.index()).cloned().unwrap_or_default();
+                let head = pl.head.load(Ordering::Relaxed);
+                let last_error = pl.causes.last(now).map(|c| LastError {
+                    reason: c.reason.as_str().to_string(),
+                    hint: c.reason.hint().map(str::to_string),
+                    at_unix_ms: wall.saturating_sub(now.saturating_sub(c.at_ms)),
+                    ago_s: now.saturating_sub(c.at_ms) / 1000,
+                    by: if c.probe { "probe" } else { "client" }.to_string(),
+                    last_minute: c.last_minute,
+                });
+                ProviderStatus {
+                    name: p.name.clone(),
+                    region: p.region.clone(),
+                    state: live.describe(i, now).to_string(),
+                    head,
+                    // A provider that never reported a head has no drift to show.
+                    lag: if head == 0 { 0 } else { best.saturating_sub(head) },
+                    p50_ms: round(h.overall.p50_us as f64 / 1000.0, 2),
+                    p99_ms: round(h.overall.p99_us as f64 / 1000.0, 2),
+                    success: round(
+                        if h.overall.calls == 0 {
+                            1.0
+                        } else {
+                            1.0 - h.overall.error_rate()
+                        },
+                        5,
+                    ),
+                    share: round(h.share, 4),
+                    calls: h.overall.calls,
+                    failures: h.overall.failures,
+                    probes: h.overall.probes,
+                    throttled: h.throttled,
+                    cooldown_ms: pl.breaker.cooldown_ms(),
+                    overflow: p.overflow,
+                    outlier_heads: pl.outlier_heads.load(Ordering::Relaxed),
+                    claimed_head: pl.claimed_head.load(Ordering::Relaxed),
+                    floor_block: pl.floor.get(),
+                    safe_head: pl.tags.get(Finality::Safe),
+                    finalized_head: pl.tags.get(Finality::Finalized),
+                    last_error,
+                    errors_last_minute: pl
+                        .causes
+                        .minute_counts(now)
+                        .into_iter()
+                        .map(|(r, c)| (r.as_str().to_string(), c))
+                        .collect(),
+                    cordon: pl.cordon.note().map(|c| CordonStatus {
+                        reason: c.reason,
+                        since_unix_ms: c.since_unix_ms,
+                    }),
+                    slot_ms: solana.then(|| round(pl.clock.per_slot_us() as f64 / 1000.0, 1)),
+                    stall_after_ms: solana.then(|| live.stall_after_ms(i)),
+                    ..Default::default()
                 }
             })
-            .collect()
+            .collect();
+        self.set_badges(n, &slots, &mut providers);
+        for (row, &slot) in providers.iter_mut().zip(&slots) {
+            self.fill_board(n, slot, row);
+        }
+        let tags = &live.tags;
+        let mut out = NetworkStatus {
+            name: net.name.clone(),
+            kind: match net.kind {
+                NetworkKind::Evm => "evm",
+                NetworkKind::SolanaMagic => "solana-magic",
+            }
+            .to_string(),
+            best_head: best,
+            providers,
+            safe: tags.agreed(Finality::Safe),
+            finalized: tags.agreed(Finality::Finalized),
+            ..Default::default()
+        };
+        self.fill_network_board(n, net, &mut out);
+        out
+    }
+
+    /// `GET /status`, typed: the same value `prism status` reads back.
+    pub fn status_doc(&self) -> StatusDoc {
+        let config = self.config.load();
+        StatusDoc {
+            service: "prism".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: crate::telemetry::build::COMMIT.into(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            open_connections: self.open_connections.load(Ordering::Relaxed) as u64,
+            networks: config
+                .networks
+                .iter()
+                .enumerate()
+                .map(|(n, net)| self.network_status(n, net))
+                .collect(),
+            totals: self.totals_status(),
+            cluster: self.cluster.as_ref().map(|c| {
+                let lag = c.lag_ms();
+                ClusterStatus {
+                    node: c.node_id.clone(),
+                    connected: c.connected.load(Ordering::Relaxed),
+                    sync_lag_ms: (lag != u64::MAX).then_some(lag),
+                    redis_errors: c.errors.load(Ordering::Relaxed),
+                    refused: c.refused.load(Ordering::Relaxed),
+                    peers: c
+                        .peers
+                        .load()
+                        .iter()
+                        .map(|p| PeerStatus {
+                            node: p.id.clone(),
+                            open: p.open.clone(),
+                            best_heads: p.best_heads.clone(),
+                        })
+                        .collect(),
+                }
+            }),
+            reload: ReloadStatus {
+                enabled: self.reloader.is_some(),
+                last: self.reloader.as_ref().and_then(|r| r.last()),
+            },
+        }
     }
 
     pub fn status_json(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let _ = write!(
-            out,
-            r#"{{"service":"prism","version":"{}","uptimeSeconds":{},"openConnections":{},"networks":["#,
-            env!("CARGO_PKG_VERSION"),
-            self.started.elapsed().as_secs(),
-            self.open_connections.load(Ordering::Relaxed)
-        );
-        for (n, net) in self.table().iter().enumerate() {
-            if n > 0 {
-                out.push(',');
-            }
-            let _ = write!(
-                out,
-                r#"{{"name":{},"kind":"{}","bestHead":{},"providers":["#,
-                json_str(&net.name),
-                net.kind,
-                net.best_head
-            );
-            for (i, r) in net.providers.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(
-                    out,
-                    r#"{{"name":{},"region":{},"state":"{}","head":{},"lag":{},"p50Ms":{:.2},"p99Ms":{:.2},"success":{:.5},"share":{:.4},"calls":{},"failures":{},"throttled":{},"cooldownMs":{},"overflow":{},"outlierHeads":{},"claimedHead":{}"#,
-                    json_str(&r.name),
-                    r.region.as_deref().map_or("null".to_string(), json_str),
-                    r.state,
-                    r.head,
-                    r.lag,
-                    r.p50_ms,
-                    r.p99_ms,
-                    r.success,
-                    r.share,
-                    r.calls,
-                    r.failures,
-                    r.throttled,
-                    r.cooldown_ms,
-                    r.overflow,
-                    r.outlier_heads,
-                    r.claimed_head,
-                );
-                self.write_provider_board(&mut out, n, r.slot, r);
-                let _ = write!(
-                    out,
-                    r#","floorBlock":{},"safeHead":{},"finalizedHead":{}"#,
-                    r.floor_block, r.safe_head, r.finalized_head
-                );
-                out.push('}');
-            }
-            out.push(']');
-            self.write_network_board(&mut out, n);
-            let tags = &self.lives[n].tags;
-            let _ = write!(
-                out,
-                r#","safe":{},"finalized":{}"#,
-                tags.agreed(Finality::Safe),
-                tags.agreed(Finality::Finalized)
-            );
-            out.push('}');
-        }
-        out.push(']');
-        self.write_totals(&mut out);
-        if let Some(c) = &self.cluster {
-            let lag = c.lag_ms();
-            let _ = write!(
-                out,
-                r#","cluster":{{"node":"{}","connected":{},"syncLagMs":{},"redisErrors":{},"refused":{},"peers":["#,
-                c.node_id,
-                c.connected.load(Ordering::Relaxed),
-                if lag == u64::MAX {
-                    "null".to_string()
-                } else {
-                    lag.to_string()
-                },
-                c.errors.load(Ordering::Relaxed),
-                c.refused.load(Ordering::Relaxed)
-            );
-            for (i, p) in c.peers.load().iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let open: Vec<String> = p.open.iter().map(|o| json_str(o)).collect();
-                let _ = write!(
-                    out,
-                    r#"{{"node":{},"open":[{}],"bestHeads":{:?}}}"#,
-                    json_str(&p.id),
-                    open.join(","),
-                    p.best_heads
-                );
-            }
-            out.push_str("]}");
-        }
-        let last = self.reloader.as_ref().and_then(|r| r.last());
-        let _ = write!(
-            out,
-            r#","reload":{{"enabled":{},"last":{}}}"#,
-            self.reloader.is_some(),
-            last.map_or("null".to_string(), |o| o.to_json())
-        );
-        out.push('}');
-        out
+        serde_json::to_string(&self.status_doc()).unwrap_or_default()
     }
 }
 
-/// One network's rows of the provider table.
-#[derive(Debug, Clone)]
-pub struct NetworkRows {
-    pub name: String,
-    pub kind: &'static str,
-    pub best_head: u64,
-    pub providers: Vec<ProviderRow>,
-}
-
-/// One provider as operators see it. Rolling figures are over the last 5 minutes.
-#[derive(Debug, Clone)]
-pub struct ProviderRow {
-    /// The provider's slot (`ProviderId`): where its figures are kept.
-    pub slot: usize,
-    pub name: String,
-    pub region: Option<String>,
-    pub state: &'static str,
-    pub head: u64,
-    pub lag: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub success: f64,
-    pub share: f64,
-    pub calls: u64,
-    pub failures: u64,
-    pub throttled: u64,
-    pub cooldown_ms: u64,
-    pub overflow: bool,
-    /// Implausible heads reported so far, and the last one (0 = none).
-    pub outlier_heads: u64,
-    pub claimed_head: u64,
-    /// "green", "amber" or "red" (`telemetry::badge`), and why.
-    pub badge: &'static str,
-    pub badge_reason: String,
-    /// The lowest block it has (declared `floor_block` or learned; 0 = archive) and its `safe` /
-    /// `finalized` blocks (0 = not known or not served).
-    pub floor_block: u64,
-    pub safe_head: u64,
-    pub finalized_head: u64,
-}
-
-pub(super) fn json_str(s: &str) -> String {
-    let mut v = Vec::new();
-    crate::rpc::wire::write_json_str(&mut v, s);
-    String::from_utf8(v).unwrap_or_default()
+/// Wall-clock ms since the Unix epoch.
+pub(super) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

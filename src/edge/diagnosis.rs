@@ -1,7 +1,9 @@
 //! The diagnostic headers: how a request was answered, for a person debugging with curl; clients ignore
 //! them. `x-prism-provider` (names, never URLs or keys), `x-prism-attempts`, `x-prism-cache`
 //! (`hit` / `join` / `miss`) and `x-prism-hedged`; a batch gets counts. `[server] diagnostic_headers = false`
-//! turns them off. Collected without allocating: counters and a provider bitmask.
+//! turns them off. Collected without allocating: counters and a provider bitmask. `x-prism-verified: N` (a
+//! verified read: N providers agreed, `core::verify`) is not diagnostic but part of the answer's meaning:
+//! it is written whatever the setting, when every answered call of the request was verified.
 
 use std::cell::Cell;
 
@@ -19,6 +21,11 @@ pub struct Diagnosis {
     hedged: Cell<u32>,
     providers: Cell<u64>,
     batch: Cell<bool>,
+    /// Calls answered verified, and the fewest providers any of them agreed by.
+    verified: Cell<u32>,
+    verified_min: Cell<u8>,
+    /// A call was refused over its key's fair share of provider quota: the longest wait it was told.
+    over_share_ms: Cell<Option<u64>>,
 }
 
 impl Diagnosis {
@@ -44,6 +51,37 @@ impl Diagnosis {
         if let Some(p) = how.provider {
             self.providers.set(self.providers.get() | p.bit());
         }
+        if how.verified > 0 {
+            let min = self.verified_min.get();
+            self.verified_min.set(if self.verified.get() == 0 {
+                how.verified
+            } else {
+                min.min(how.verified)
+            });
+            self.verified.set(self.verified.get() + 1);
+        }
+    }
+
+    /// A call was refused over its key's fair share (`core::quota`), to retry after `ms`.
+    pub fn note_over_share(&self, ms: u64) {
+        self.over_share_ms
+            .set(Some(self.over_share_ms.get().map_or(ms, |m| m.max(ms))));
+    }
+
+    /// The wait a refused call was told, if one was refused over its fair share.
+    pub fn over_share(&self) -> Option<u64> {
+        self.over_share_ms.get()
+    }
+
+    /// `x-prism-verified: N` when every call of the request was answered verified (N: the fewest providers
+    /// that agreed on one of them).
+    pub fn write_verified(&self, out: &mut Vec<u8>) {
+        if self.verified.get() == 0 || self.verified.get() != self.calls.get() {
+            return;
+        }
+        out.extend_from_slice(b"x-prism-verified: ");
+        out.extend_from_slice(itoa::Buffer::new().format(self.verified_min.get()).as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
 
     /// Appends the header lines (each ending in CRLF); nothing when no call was made.

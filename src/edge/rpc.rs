@@ -35,6 +35,12 @@ pub enum BodyReply {
         retry_after_s: u64,
         body: Vec<u8>,
     },
+    /// A single call over the key's fair share of the only usable provider's quota (`core::quota`):
+    /// HTTP 429 with `Retry-After` too, and the JSON-RPC error in the body.
+    OverShare {
+        retry_after_s: u64,
+        body: Vec<u8>,
+    },
 }
 
 /// Per-shard state the JSON-RPC path needs.
@@ -128,6 +134,12 @@ pub async fn handle_body(
                 return BodyReply::Body(answer_too_large(budget.max, id));
             }
             if answered {
+                if let Some(ms) = diag.over_share() {
+                    return BodyReply::OverShare {
+                        retry_after_s: ms.div_ceil(1000).max(1),
+                        body: out,
+                    };
+                }
                 Some(out)
             } else {
                 shard.answers.give(out);
@@ -214,6 +226,9 @@ async fn handle_item(
             }
             let outcome = network.forward(&call, caller, deadline, &shard.ids).await;
             diag.note(outcome.how());
+            if let CallOutcome::Failed(ProxyError::OverShare { retry_after_ms, .. }) = &outcome {
+                diag.note_over_share(*retry_after_ms);
+            }
             let latency_us = started.elapsed().as_micros() as u64;
             let result = match &outcome {
                 CallOutcome::Answer { is_error: false, .. } => CallResult::Ok,
@@ -275,6 +290,31 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
             d.extend_from_slice(br#"{"provider":"#);
             write_json_str(&mut d, provider);
             d.push(b'}');
+        }
+        ProxyError::Disagreement { providers, block } => {
+            d.extend_from_slice(br#"{"providers":["#);
+            for (i, p) in providers.iter().enumerate() {
+                if i > 0 {
+                    d.push(b',');
+                }
+                write_json_str(&mut d, p);
+            }
+            d.push(b']');
+            if let Some(b) = block {
+                d.extend_from_slice(format!(r#","block":"0x{b:x}""#).as_bytes());
+            }
+            d.push(b'}');
+        }
+        ProxyError::OverShare {
+            provider,
+            retry_after_ms,
+        } => {
+            d.extend_from_slice(br#"{"provider":"#);
+            write_json_str(&mut d, provider);
+            d.extend_from_slice(format!(r#","retryAfterMs":{retry_after_ms}}}"#).as_bytes());
+        }
+        ProxyError::ShortOfQuorum { answered, quorum } => {
+            d.extend_from_slice(format!(r#"{{"answered":{answered},"quorum":{quorum}}}"#).as_bytes());
         }
         ProxyError::Unsupported(_) | ProxyError::NotServed(_) | ProxyError::Rejected { .. } => return None,
     }

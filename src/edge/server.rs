@@ -157,6 +157,8 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
         },
         providers: u64::MAX,
         floor: 0,
+        verify: key.map_or(crate::core::verify::VerifyRule::OFF, |k| k.verify),
+        key: key.map_or(0, |k| k.index as u32),
     }
 }
 
@@ -494,6 +496,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 if gen.diagnostic_headers {
                     diag.write_headers(&mut headers, &network.route);
                 }
+                diag.write_verified(&mut headers);
                 let meta = |extra| ResponseMeta {
                     raw: &headers,
                     ..meta(extra)
@@ -510,6 +513,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         metrics.refusal(429);
                         let retry = format!("Retry-After: {retry_after_s}");
                         write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                    }
+                    BodyReply::OverShare { retry_after_s, body } => {
+                        metrics.refusal(429);
+                        let retry = format!("Retry-After: {retry_after_s}");
+                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                        self.shard.rpc.answers.give(body);
                     }
                 }
                 self.shard.spare_out.give(headers);

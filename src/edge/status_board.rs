@@ -1,107 +1,104 @@
-//! The parts of `/status` the status page draws beyond the provider table: each provider's badge and its
-//! last 15 minutes of points, each network's timeline of state changes and (solana-magic) its ERs and
-//! delegation table counts, and the node's totals. Kept apart from `admin.rs` so the listener and its
-//! routes stay small; everything here only reads snapshots and atomics.
+//! The parts of `/status` the status page draws beyond the provider table: each provider's badge (with the
+//! cause of its failures) and its last 15 minutes of points, each network's timeline of state changes and
+//! (solana-magic) its ERs and delegation table counts, and the node's totals. Kept apart from `admin.rs`
+//! so the listener and its routes stay small; everything here only reads snapshots and atomics.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::admin::{json_str, AdminView, ProviderRow};
+use super::admin::{wall_ms, AdminView};
 use crate::rpc::ProviderId;
 use crate::telemetry::badge::badge;
 use crate::telemetry::clock::now_ms;
 use crate::telemetry::history::POINT_MS;
-
-/// A finite float as JSON (`null` for none).
-fn num(v: Option<f64>, digits: usize) -> String {
-    match v {
-        Some(v) if v.is_finite() => format!("{v:.digits$}"),
-        _ => "null".to_string(),
-    }
-}
+use crate::telemetry::status::{
+    round, ErProvider, ErStatus, KeyStatus, MinuteStatus, NetworkStatus, ProviderStatus, Series, SolanaStatus,
+    TimelineEvent, TotalsStatus,
+};
 
 /// Milliseconds since the Unix epoch of a process-clock time, for a browser to print as a wall time.
 fn unix_ms(at_ms: u64, now: u64) -> u64 {
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    wall.saturating_sub(now.saturating_sub(at_ms))
+    wall_ms().saturating_sub(now.saturating_sub(at_ms))
 }
 
+/// A failure this recent explains a badge that is not green.
+const CAUSE_FRESH_MS: u64 = 60_000;
+
 impl AdminView {
-    /// Sets each row's badge from its state and last-minute figures next to its peers'.
-    pub(super) fn set_badges(&self, network: usize, rows: &mut [ProviderRow]) {
+    /// Sets each row's badge from its state and last-minute figures next to its peers' (`slots[k]` is row
+    /// `k`'s provider slot). A badge that is not green says the cause of the provider's last failure when it
+    /// is fresh: "breaker open: http_401 (check this provider's credentials)".
+    pub(super) fn set_badges(&self, network: usize, slots: &[usize], rows: &mut [ProviderStatus]) {
         let health = self.lives[network].health.load();
-        // Rows are the providers in service; their figures are by slot.
-        let slots: Vec<usize> = rows.iter().map(|r| r.slot).collect();
         let minute = |row: usize| health.providers.get(slots[row]).map(|h| h.minute).unwrap_or_default();
         for i in 0..rows.len() {
             let peers: Vec<u64> = (0..rows.len())
                 .filter(|&j| j != i && minute(j).calls > 0)
                 .map(|j| minute(j).p99_us)
                 .collect();
-            let (b, why) = badge(rows[i].state, &minute(i), &peers);
-            rows[i].badge = b.name();
+            let (b, mut why) = badge(&rows[i].state, &minute(i), &peers);
+            if let Some(c) = &rows[i].cordon {
+                why = format!("cordoned: {}", c.reason);
+            } else if let Some(e) = rows[i]
+                .last_error
+                .as_ref()
+                .filter(|e| b.name() != "green" && e.ago_s * 1000 < CAUSE_FRESH_MS)
+            {
+                why = format!(
+                    "{why}: {} ({}x in the last minute){}",
+                    e.reason,
+                    e.last_minute,
+                    e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default()
+                );
+            }
+            rows[i].badge = b.name().to_string();
             rows[i].badge_reason = why;
         }
     }
 
-    /// The fields a provider's `/status` object has beyond the table: badge, last minute, series.
-    pub(super) fn write_provider_board(&self, out: &mut String, network: usize, provider: usize, row: &ProviderRow) {
+    /// A provider's last minute and its series of points.
+    pub(super) fn fill_board(&self, network: usize, provider: usize, row: &mut ProviderStatus) {
         let health = self.lives[network].health.load();
         let minute = health.providers.get(provider).map(|h| h.minute).unwrap_or_default();
-        let _ = write!(
-            out,
-            r#","badge":"{}","badgeReason":{},"minute":{{"calls":{},"failures":{},"p99Ms":{:.2}}}"#,
-            row.badge,
-            json_str(&row.badge_reason),
-            minute.calls,
-            minute.failures,
-            minute.p99_us as f64 / 1000.0
-        );
+        row.minute = MinuteStatus {
+            calls: minute.calls,
+            failures: minute.failures,
+            p99_ms: round(minute.p99_us as f64 / 1000.0, 2),
+        };
         let Some(ring) = health.history.providers.get(provider) else {
             return;
         };
-        let series = |f: &dyn Fn(&crate::telemetry::history::Point) -> String| -> String {
-            ring.iter().map(f).collect::<Vec<_>>().join(",")
-        };
-        let _ = write!(
-            out,
-            r#","series":{{"atMs":[{}],"calls":[{}],"p50Ms":[{}],"p99Ms":[{}],"errorRate":[{}],"share":[{}]}}"#,
-            series(&|p| p.at_ms.to_string()),
-            series(&|p| p.calls.to_string()),
-            series(&|p| format!("{:.2}", p.p50_us as f64 / 1000.0)),
-            series(&|p| format!("{:.2}", p.p99_us as f64 / 1000.0)),
-            series(&|p| format!("{:.4}", p.error_rate())),
-            series(&|p| format!("{:.4}", p.share)),
-        );
+        row.series = Some(Series {
+            at_ms: ring.iter().map(|p| p.at_ms).collect(),
+            calls: ring.iter().map(|p| p.calls).collect(),
+            p50_ms: ring.iter().map(|p| round(p.p50_us as f64 / 1000.0, 2)).collect(),
+            p99_ms: ring.iter().map(|p| round(p.p99_us as f64 / 1000.0, 2)).collect(),
+            error_rate: ring.iter().map(|p| round(p.error_rate(), 4)).collect(),
+            share: ring.iter().map(|p| round(p.share, 4)).collect(),
+        });
     }
 
-    /// The fields a network's `/status` object has beyond its providers: point interval, timeline, Solana.
-    pub(super) fn write_network_board(&self, out: &mut String, network: usize) {
+    /// A network's point interval, timeline and (solana-magic) ERs.
+    pub(super) fn fill_network_board(&self, network: usize, net: &crate::config::Network, out: &mut NetworkStatus) {
         let now = now_ms();
         let live = &self.lives[network];
-        let config = self.config.load();
-        let net = &config.networks[network];
         let health = live.health.load();
-        let _ = write!(out, r#","pointMs":{POINT_MS},"timeline":["#);
-        for (k, e) in health.history.timeline.events().enumerate() {
-            if k > 0 {
-                out.push(',');
-            }
-            let name = net.providers.get(e.provider).map_or("?", |p| p.name.as_str());
-            let _ = write!(
-                out,
-                r#"{{"atUnixMs":{},"agoS":{},"provider":{},"from":"{}","to":"{}"}}"#,
-                unix_ms(e.at_ms, now),
-                now.saturating_sub(e.at_ms) / 1000,
-                json_str(name),
-                e.from,
-                e.to
-            );
-        }
-        out.push(']');
+        out.point_ms = POINT_MS;
+        out.timeline = health
+            .history
+            .timeline
+            .events()
+            .map(|e| TimelineEvent {
+                at_unix_ms: unix_ms(e.at_ms, now),
+                ago_s: now.saturating_sub(e.at_ms) / 1000,
+                provider: net
+                    .providers
+                    .get(e.provider)
+                    .map_or("?", |p| p.name.as_str())
+                    .to_string(),
+                from: e.from.to_string(),
+                to: e.to.to_string(),
+            })
+            .collect();
         let Some(Some(sol)) = self.solana.get(network) else {
             return;
         };
@@ -111,68 +108,57 @@ impl AdminView {
             .map(slot)
             .max()
             .unwrap_or(0);
-        let _ = write!(
-            out,
-            r#","solana":{{"baseSlot":{base_slot},"trackedAccounts":{tracked},"delegatedAccounts":{delegated},"inLimbo":{limbo},"ers":["#
-        );
-        for (k, er) in sol.ers.iter().enumerate() {
-            if k > 0 {
-                out.push(',');
-            }
-            let members: Vec<ProviderId> = ProviderId::in_set(er.providers, net.providers.len()).collect();
-            let providers: Vec<String> = members
+        out.solana = Some(SolanaStatus {
+            base_slot,
+            tracked_accounts: tracked,
+            delegated_accounts: delegated,
+            in_limbo: limbo,
+            ers: sol
+                .ers
                 .iter()
-                .map(|&p| {
-                    format!(
-                        r#"{{"name":{},"slot":{},"state":"{}"}}"#,
-                        json_str(&net.providers[p.index()].name),
-                        slot(p),
-                        live.describe(p, now)
-                    )
+                .map(|er| {
+                    let members: Vec<ProviderId> = ProviderId::in_set(er.providers, net.providers.len()).collect();
+                    ErStatus {
+                        name: er.name.clone(),
+                        slot: members.iter().map(|&p| slot(p)).max().unwrap_or(0),
+                        providers: members
+                            .iter()
+                            .map(|&p| ErProvider {
+                                name: net.providers[p.index()].name.clone(),
+                                slot: slot(p),
+                                state: live.describe(p, now).to_string(),
+                            })
+                            .collect(),
+                    }
                 })
-                .collect();
-            let _ = write!(
-                out,
-                r#"{{"name":{},"slot":{},"providers":[{}]}}"#,
-                json_str(&er.name),
-                members.iter().map(|&p| slot(p)).max().unwrap_or(0),
-                providers.join(",")
-            );
-        }
-        out.push_str("]}");
+                .collect(),
+        });
     }
 
-    /// The top-level `"totals"` field: node-wide rates over the last history interval. Keys by name only.
-    pub(super) fn write_totals(&self, out: &mut String) {
+    /// The top-level `"totals"`: node-wide rates over the last history interval. Keys by name only.
+    pub(super) fn totals_status(&self) -> TotalsStatus {
         let t = self.totals.load();
-        let rps: Vec<String> = t.rps_points.iter().map(|v| format!("{v:.2}")).collect();
-        let _ = write!(
-            out,
-            r#","totals":{{"intervalMs":{},"rps":{},"cacheHitRate":{},"joinRate":{},"hedgeRate":{},"rpsSeries":[{}],"keys":["#,
-            t.interval_ms,
-            num(t.rps, 2),
-            num(t.cache_hit_rate, 4),
-            num(t.join_rate, 4),
-            num(t.hedge_rate, 4),
-            rps.join(",")
-        );
         // The keys configured now, by their index (a reload keeps a kept key's index).
         let ring = self.keys.load();
         let keys = std::iter::once((0, "-")).chain(ring.entries().iter().map(|e| (e.index, e.name.as_str())));
-        for (n, (k, name)) in keys.enumerate() {
-            if n > 0 {
-                out.push(',');
-            }
-            let kt = t.keys.get(k).copied().unwrap_or_default();
-            let _ = write!(
-                out,
-                r#"{{"name":{},"requests":{},"refused":{},"refusedLastInterval":{}}}"#,
-                json_str(name),
-                kt.requests,
-                kt.throttled,
-                kt.throttled_last
-            );
+        TotalsStatus {
+            interval_ms: t.interval_ms,
+            rps: t.rps.filter(|v| v.is_finite()).map(|v| round(v, 2)),
+            cache_hit_rate: t.cache_hit_rate.filter(|v| v.is_finite()).map(|v| round(v, 4)),
+            join_rate: t.join_rate.filter(|v| v.is_finite()).map(|v| round(v, 4)),
+            hedge_rate: t.hedge_rate.filter(|v| v.is_finite()).map(|v| round(v, 4)),
+            rps_series: t.rps_points.iter().map(|v| round(*v, 2)).collect(),
+            keys: keys
+                .map(|(k, name)| {
+                    let kt = t.keys.get(k).copied().unwrap_or_default();
+                    KeyStatus {
+                        name: name.to_string(),
+                        requests: kt.requests,
+                        refused: kt.throttled,
+                        refused_last_interval: kt.throttled_last,
+                    }
+                })
+                .collect(),
         }
-        out.push_str("]}");
     }
 }

@@ -146,6 +146,10 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                             break;
                         }
                     }
+                    // Solana notifications that came before their subscription's answer follow it now.
+                    if let Some(session) = &solana {
+                        session.answered();
+                    }
                 }
                 Message::Binary(bytes) => {
                     let reply = handle_text(shard, network, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
@@ -154,6 +158,9 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                         if out.push(Message::Text(reply)).is_err() {
                             break;
                         }
+                    }
+                    if let Some(session) = &solana {
+                        session.answered();
                     }
                 }
                 Message::Ping(p) => {
@@ -311,7 +318,7 @@ async fn handle_text(
         let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
         return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
             // Answers are UTF-8 (provider bytes are checked, Prism's own are written from strs): no copy.
-            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } => {
+            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => {
                 Some(String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
             }
             BodyReply::Empty => None,

@@ -270,6 +270,61 @@ pub const KNOWN_METHODS: &[&str] = &[
     "trace_filter",
 ];
 
+/// Reads by hash: their answer does not depend on a block, only on whether the provider has seen it.
+pub const BY_HASH: &[&str] = &[
+    "eth_getBlockByHash",
+    "eth_getTransactionByHash",
+    "eth_getTransactionReceipt",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getBlockTransactionCountByHash",
+    "eth_getUncleCountByBlockHash",
+    "eth_getUncleByBlockHashAndIndex",
+];
+
+const _: () = assert!(
+    KNOWN_METHODS.len() <= 128,
+    "a verified set keeps one bit per known method"
+);
+
+/// Whether a method's answer is the same on every honest provider once its block is pinned (a verified
+/// read, `core::verify`): a read at a block, by hash, or `eth_getLogs`.
+pub fn verifiable(method: &str) -> bool {
+    let info = lookup(method);
+    info.kind == Kind::Read && (info.block_param.is_some() || method == "eth_getLogs" || BY_HASH.contains(&method))
+}
+
+/// The methods a key's `verify.methods` names (method names, or the families `light`, `execute`, `logs`,
+/// `trace`) as one bit per [`KNOWN_METHODS`] index; `Err((i, why))` for the first name that cannot be
+/// verified.
+pub fn verified_set(names: &[String]) -> Result<u128, (usize, String)> {
+    let mut set = 0u128;
+    for (i, name) in names.iter().enumerate() {
+        if let Some(family) = Family::ALL.iter().find(|f| f.name() == name) {
+            if *family == Family::Submit {
+                return Err((i, "submissions are never verified (they are sent once)".into()));
+            }
+            for (bit, m) in KNOWN_METHODS.iter().enumerate() {
+                if verifiable(m) && lookup(m).family == *family {
+                    set |= 1 << bit;
+                }
+            }
+            continue;
+        }
+        let why = match lookup(name).kind {
+            Kind::Read if verifiable(name) => {
+                set |= 1 << method_index(name);
+                continue;
+            }
+            Kind::Write => "submits transactions: writes are sent once, never verified",
+            Kind::Unknown => "is not a method Prism knows (verified reads are for the table's reads)",
+            Kind::Read => "cannot be verified: honest providers answer it differently (it is not pinned to a block)",
+            _ => "is not a read that can be verified (filters, subscriptions and local answers are not)",
+        };
+        return Err((i, format!("{name} {why}")));
+    }
+    Ok(set)
+}
+
 /// Index of a method in [`KNOWN_METHODS`], or `KNOWN_METHODS.len()` for "other".
 pub fn method_index(method: &str) -> usize {
     static INDEX: std::sync::OnceLock<ahash::AHashMap<&'static str, usize>> = std::sync::OnceLock::new();

@@ -10,10 +10,12 @@
 //!   `accountSubscribe`; a lost subscription puts its accounts in limbo until refetched.
 //! - `methods`: which calls are reads, submissions, or unknown (sent once).
 //! - `router`: method routing, request splitting and answer merging.
-//! - `ws`: client WebSocket subscriptions that follow an account across delegation changes.
+//! - `ws` + `subs` + `subs_link`: client WebSocket subscriptions (`ws`: one session per client) shared as
+//!   topics over a few upstream sockets per side (`subs`: the hub, `subs_link`: one socket), following an
+//!   account across delegation changes.
 //!
-//! Each shard keeps its own table and its own base-layer WebSocket: nothing on the routing path is shared
-//! but the lock-free memories in `net`.
+//! Each shard keeps its own table, its own base-layer WebSocket for records and its own subscription hub:
+//! nothing on the routing path is shared but the lock-free memories in `net`.
 
 /// Base58 and keys are shared vocabulary (config validates them too).
 pub use crate::rpc::{base58, pubkey};
@@ -23,6 +25,10 @@ pub mod methods;
 pub mod net;
 pub mod record;
 pub mod router;
+pub mod subs;
+pub mod subs_hub;
+pub mod subs_link;
+pub mod subs_read;
 pub mod sync;
 pub mod table;
 pub mod tx;
@@ -51,10 +57,12 @@ pub struct SolanaRoute {
     pub ids: Cell<u64>,
     /// `limits.record_resubscribe_per_sec`.
     pub resubscribe_per_sec: usize,
+    /// Every client's subscriptions, over shared upstream sockets.
+    pub subs: subs_hub::SolHub,
 }
 
 impl SolanaRoute {
-    pub fn new(route: Rc<NetworkRoute>, net: Arc<SolanaNet>, resubscribe_per_sec: usize) -> Rc<SolanaRoute> {
+    pub fn new(route: Rc<NetworkRoute>, net: Arc<SolanaNet>, limits: &crate::config::Limits) -> Rc<SolanaRoute> {
         Rc::new(SolanaRoute {
             route,
             net,
@@ -62,7 +70,8 @@ impl SolanaRoute {
             link: Default::default(),
             lookup_tables: RefCell::new(AHashMap::new()),
             ids: Cell::new(crate::rpc::ids::SOLANA_ROUTER),
-            resubscribe_per_sec,
+            resubscribe_per_sec: limits.record_resubscribe_per_sec,
+            subs: subs_hub::SolHub::new(limits.solana_subscriptions_per_socket),
         })
     }
 

@@ -297,7 +297,15 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         attempt += 1;
         let ws = s.route.upstreams[p].ws.clone().expect("filtered");
         let deadline = Instant::now() + Duration::from_millis(s.route.connect_timeout_ms);
-        let socket = match connect_ws(&ws.url, &ws.addrs, s.route.ws_tls.clone(), deadline).await {
+        let socket = match connect_ws(
+            &ws.url,
+            &ws.addrs,
+            s.route.ws_tls.clone(),
+            &s.route.upstreams[p].pool.headers(),
+            deadline,
+        )
+        .await
+        {
             Ok(socket) => socket,
             Err(e) => {
                 tracing::debug!(network = %s.net.name, provider = %s.route.upstreams[p].name, error = %e, "base-layer WebSocket connect failed");

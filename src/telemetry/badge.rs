@@ -41,6 +41,7 @@ pub fn badge(state: &str, minute: &Figures, peer_p99_us: &[u64]) -> (Badge, Stri
         "outlier" => return (Badge::Red, "excluded: implausible head".into()),
         "stalled" => return (Badge::Red, "excluded: slot stalled".into()),
         "wrong-chain" => return (Badge::Red, "excluded: wrong chain".into()),
+        "cordoned" => return (Badge::Red, "cordoned by an operator".into()),
         other => return (Badge::Red, format!("not serving: {other}")),
     }
     if minute.calls == 0 {
@@ -99,6 +100,7 @@ mod tests {
             p95_us: p99_us,
             calls,
             failures,
+            probes: 0,
         }
     }
 

@@ -20,7 +20,9 @@ pub struct Point {
     pub p99_us: u64,
     pub calls: u64,
     pub failures: u64,
-    /// This provider's calls over all the network's calls in the interval, 0..1.
+    /// Of `calls`, Prism's own health probes.
+    pub probes: u64,
+    /// This provider's client calls over all the network's client calls in the interval, 0..1.
     pub share: f64,
 }
 
@@ -199,12 +201,12 @@ impl NetworkHistory {
     }
 
     /// Adds one point per provider (closed intervals, in provider order), filling in shares of the
-    /// network's calls.
+    /// network's client calls (probes are not traffic).
     pub fn push_points(&mut self, mut points: Vec<Point>) {
-        let total: u64 = points.iter().map(|p| p.calls).sum();
+        let total: u64 = points.iter().map(|p| p.calls - p.probes).sum();
         for (ring, p) in self.providers.iter_mut().zip(points.iter_mut()) {
             if total > 0 {
-                p.share = p.calls as f64 / total as f64;
+                p.share = (p.calls - p.probes) as f64 / total as f64;
             }
             ring.push(*p);
         }
@@ -222,6 +224,7 @@ mod tests {
             p99_us: 2_000,
             calls,
             failures,
+            probes: 0,
             share: 0.0,
         }
     }

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::cause::Reason;
 use crate::rpc::methods::KNOWN_METHODS;
 
 /// Histogram bucket upper bounds, microseconds.
@@ -67,19 +68,29 @@ pub struct MethodMetrics {
 
 #[derive(Default)]
 pub struct ProviderMetrics {
+    /// Client attempts by result, and their latency.
     results: [AtomicU64; 4],
     latency: Histo,
+    /// Health probes by result (apart: probes are not traffic).
+    probes: [AtomicU64; 4],
+    /// Failed and throttled attempts by reason: `[0]` client, `[1]` probes.
+    reasons: [[AtomicU64; Reason::COUNT]; 2],
 }
 
 #[derive(Default)]
 pub struct KeyMetrics {
     requests: AtomicU64,
     throttled: AtomicU64,
+    /// Calls not sent to a provider because the key had spent its fair share of its quota.
+    over_share: AtomicU64,
 }
 
 pub struct NetMetrics {
     methods: Vec<MethodMetrics>,
     providers: Vec<ProviderMetrics>,
+    /// Credits each key cost at each provider (`core::quota`): `[key * providers + provider]`, made when a
+    /// provider with a price table is first used (sized for the providers configured then).
+    credits: std::sync::OnceLock<(usize, Box<[AtomicU64]>)>,
 }
 
 /// One shard's metrics.
@@ -95,9 +106,9 @@ pub struct ShardMetrics {
     cache: [AtomicU64; 3],
     /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
-    ws: [std::sync::atomic::AtomicI64; 9],
+    ws: [std::sync::atomic::AtomicI64; 10],
     /// Solana magic router, see [`SolanaMetric`].
-    solana: [std::sync::atomic::AtomicI64; 5],
+    solana: [std::sync::atomic::AtomicI64; 8],
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
     settled: [AtomicU64; 7],
     /// Hedged reads: sent, and won (the hedge answered first).
@@ -105,6 +116,11 @@ pub struct ShardMetrics {
     /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
     /// [`Submitted`].
     submitted: [AtomicU64; 4],
+    /// `eth_sendRawTransactionSync` emulated at a provider that lacks it: answered with the receipt, or
+    /// EIP-7966's timeout error.
+    sync_emulated: [AtomicU64; 2],
+    /// Verified reads, by how they ended, see [`Verified`].
+    verified: [AtomicU64; 5],
     /// Calls of methods the table does not know (sent once, as writes are).
     unknown_methods: AtomicU64,
 }
@@ -120,6 +136,21 @@ pub enum Submitted {
     AlreadyKnown = 2,
     /// "nonce too low", and a lookup found this very transaction mined: answered as a success.
     MinedBefore = 3,
+}
+
+/// How a verified read ended (see `core::verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// The first providers asked agreed.
+    Agreed = 0,
+    /// Two disagreed and more providers settled it: a quorum agreed, the outvoted one was counted.
+    Settled = 1,
+    /// No quorum agreed: -32097.
+    Disagreed = 2,
+    /// Fewer than the quorum answered: -32096.
+    Short = 3,
+    /// Fewer than the quorum answered and the key takes the answer there is (`when_short = "unverified"`).
+    Unverified = 4,
 }
 
 /// How an error the classifier does not know (on a read) was settled.
@@ -154,6 +185,13 @@ pub enum SolanaMetric {
     LinkDrops = 3,
     /// Answers that came from the wrong side and were asked again of the ER.
     Rerouted = 4,
+    /// Upstream WebSockets carrying client subscriptions (gauge).
+    UpstreamSockets = 5,
+    /// Upstream subscriptions held for clients, identical client subscriptions counted once (gauge).
+    Topics = 6,
+    /// Notifications delivered after a lost socket came back: a change (or a landed signature) missed in
+    /// the gap, read over HTTP.
+    CaughtUp = 7,
 }
 
 /// Ways a call was answered without its own upstream request.
@@ -175,6 +213,7 @@ impl ShardMetrics {
                 .map(|&p| NetMetrics {
                     methods: (0..=KNOWN_METHODS.len()).map(|_| MethodMetrics::default()).collect(),
                     providers: (0..p).map(|_| ProviderMetrics::default()).collect(),
+                    credits: std::sync::OnceLock::new(),
                 })
                 .collect(),
             keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
@@ -186,12 +225,23 @@ impl ShardMetrics {
             settled: Default::default(),
             hedges: Default::default(),
             submitted: Default::default(),
+            sync_emulated: Default::default(),
+            verified: Default::default(),
             unknown_methods: AtomicU64::new(0),
         }
     }
 
     pub fn submitted(&self, how: Submitted) {
         self.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An emulated `eth_sendRawTransactionSync` ended: with its receipt, or timed out (EIP-7966 code 4).
+    pub fn sync_emulated(&self, receipt: bool) {
+        self.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn verified(&self, how: Verified) {
+        self.verified[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn unknown_method(&self) {
@@ -238,6 +288,11 @@ impl ShardMetrics {
         self.ws[8].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A `newHeads` topic linked a head to a fork below its last one: the node announced a reorg.
+    pub fn ws_reorg(&self) {
+        self.ws[9].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn ws_backfilled(&self, heads: bool, n: u64) {
         self.ws[if heads { 5 } else { 6 }].fetch_add(n as i64, Ordering::Relaxed);
     }
@@ -258,10 +313,25 @@ impl ShardMetrics {
         m.latency.observe(latency_us);
     }
 
-    pub fn attempt(&self, network: usize, provider: crate::rpc::ProviderId, result: AttemptResult, latency_us: u64) {
+    pub fn attempt(
+        &self,
+        network: usize,
+        provider: crate::rpc::ProviderId,
+        result: AttemptResult,
+        latency_us: u64,
+        reason: Option<Reason>,
+        probe: bool,
+    ) {
         let p = &self.networks[network].providers[provider];
-        p.results[result as usize].fetch_add(1, Ordering::Relaxed);
-        p.latency.observe(latency_us);
+        if probe {
+            p.probes[result as usize].fetch_add(1, Ordering::Relaxed);
+        } else {
+            p.results[result as usize].fetch_add(1, Ordering::Relaxed);
+            p.latency.observe(latency_us);
+        }
+        if let Some(r) = reason {
+            p.reasons[usize::from(probe)][r as usize].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn key_request(&self, key: usize, throttled: bool) {
@@ -269,6 +339,28 @@ impl ShardMetrics {
             k.requests.fetch_add(1, Ordering::Relaxed);
             if throttled {
                 k.throttled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A call of key slot `key` was not sent to a provider: over its fair share of its quota.
+    pub fn over_share(&self, key: usize) {
+        if let Some(k) = self.keys.get(key) {
+            k.over_share.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `credits` spent by key slot `key` at provider `p` of network `net` (`providers`: how many the
+    /// network has now, which sizes the table on first use; a provider added later is not counted).
+    pub fn credits(&self, net: usize, key: usize, p: crate::rpc::ProviderId, providers: usize, credits: u64) {
+        let Some(n) = self.networks.get(net) else { return };
+        let (width, table) = n.credits.get_or_init(|| {
+            let width = providers.max(1);
+            (width, (0..width * self.keys.len()).map(|_| AtomicU64::new(0)).collect())
+        });
+        if p.index() < *width {
+            if let Some(c) = table.get(key * width + p.index()) {
+                c.fetch_add(credits, Ordering::Relaxed);
             }
         }
     }
@@ -333,6 +425,46 @@ pub struct Labels<'a> {
 }
 
 /// One counter family with a single label: HELP, TYPE, then one line per label value.
+/// `prism_credits_total{network,key,provider}`: what each key cost at each provider with a price table, in
+/// its credits (only networks where one was used; only the pairs with any).
+fn render_credits(out: &mut String, labels: &Labels<'_>, keys: &[&str], shards: &[&ShardMetrics]) {
+    let mut header = false;
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        let Some(width) = shards
+            .iter()
+            .find_map(|s| s.networks.get(n).and_then(|m| m.credits.get()).map(|c| c.0))
+        else {
+            continue;
+        };
+        for (k, key) in keys.iter().enumerate() {
+            for (p, entry) in providers.iter().enumerate().take(width) {
+                let Some((provider, _)) = entry else { continue };
+                let v = sum(shards, |s| {
+                    s.networks
+                        .get(n)
+                        .and_then(|m| m.credits.get())
+                        .and_then(|c| c.1.get(k * c.0 + p))
+                        .map_or(0, |c| c.load(Ordering::Relaxed))
+                });
+                if v == 0 {
+                    continue;
+                }
+                if !header {
+                    header = true;
+                    out.push_str("# HELP prism_credits_total Credits each key cost at each provider with a price table, in the units the provider bills.\n# TYPE prism_credits_total counter\n");
+                }
+                let (mut kl, mut pl) = (String::new(), String::new());
+                label(&mut kl, key);
+                label(&mut pl, provider);
+                let _ = writeln!(
+                    out,
+                    "prism_credits_total{{network=\"{net}\",key=\"{kl}\",provider=\"{pl}\"}} {v}"
+                );
+            }
+        }
+    }
+}
+
 fn labelled_counter(
     out: &mut String,
     name: &str,
@@ -413,7 +545,7 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             &s.networks[n].methods[m].latency
         });
     }
-    out.push_str("# HELP prism_upstream_attempts_total Upstream attempts, by provider and result.\n");
+    out.push_str("# HELP prism_upstream_attempts_total Upstream attempts of client calls (health probes apart, in prism_upstream_probes_total), by provider and result.\n");
     out.push_str("# TYPE prism_upstream_attempts_total counter\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
         for (p, entry) in providers.iter().enumerate() {
@@ -431,7 +563,48 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             }
         }
     }
-    out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency, by provider.\n");
+    out.push_str(
+        "# HELP prism_upstream_probes_total Health probes (eth_blockNumber, getHealth), by provider and result.\n",
+    );
+    out.push_str("# TYPE prism_upstream_probes_total counter\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
+            let mut l = String::new();
+            label(&mut l, provider);
+            for (r, result) in ATTEMPT_RESULTS.iter().enumerate() {
+                let v = sum(shards, |s| s.networks[n].providers[p].probes[r].load(Ordering::Relaxed));
+                let _ = writeln!(
+                    out,
+                    "prism_upstream_probes_total{{network=\"{net}\",provider=\"{l}\",region=\"{region}\",result=\"{result}\"}} {v}"
+                );
+            }
+        }
+    }
+    out.push_str("# HELP prism_upstream_failures_total Failed and throttled upstream attempts by reason (http_401, timeout, refused, ...) and by whom: client calls or health probes. Only reasons seen are listed.\n");
+    out.push_str("# TYPE prism_upstream_failures_total counter\n");
+    for (n, (net, providers)) in labels.networks.iter().enumerate() {
+        for (p, entry) in providers.iter().enumerate() {
+            let Some((provider, region)) = entry else { continue };
+            let mut l = String::new();
+            label(&mut l, provider);
+            for (k, by) in ["client", "probe"].iter().enumerate() {
+                for r in Reason::ALL {
+                    let v = sum(shards, |s| {
+                        s.networks[n].providers[p].reasons[k][r as usize].load(Ordering::Relaxed)
+                    });
+                    if v > 0 {
+                        let _ = writeln!(
+                            out,
+                            "prism_upstream_failures_total{{network=\"{net}\",provider=\"{l}\",region=\"{region}\",by=\"{by}\",reason=\"{}\"}} {v}",
+                            r.as_str()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out.push_str("# HELP prism_upstream_duration_seconds Upstream attempt latency of client calls, by provider.\n");
     out.push_str("# TYPE prism_upstream_duration_seconds histogram\n");
     for (n, (net, providers)) in labels.networks.iter().enumerate() {
         for (p, entry) in providers.iter().enumerate() {
@@ -470,6 +643,22 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             let _ = writeln!(out, "{name}{{key=\"{l}\"}} {v}");
         }
     }
+    let over: Vec<u64> = (0..keys.len())
+        .map(|k| {
+            sum(shards, |s| {
+                s.keys.get(k).map_or(0, |m| m.over_share.load(Ordering::Relaxed))
+            })
+        })
+        .collect();
+    if over.iter().any(|&v| v > 0) {
+        out.push_str("# HELP prism_key_over_share_total Calls not sent to a provider because the key had spent its fair share of the provider's quota ([policy.fair_share]).\n# TYPE prism_key_over_share_total counter\n");
+        for (key, v) in keys.iter().zip(over) {
+            let mut l = String::new();
+            label(&mut l, key);
+            let _ = writeln!(out, "prism_key_over_share_total{{key=\"{l}\"}} {v}");
+        }
+    }
+    render_credits(out, labels, &keys, shards);
     for (i, (name, help)) in [
         (
             "prism_cache_hits_total",
@@ -554,6 +743,22 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         &["lost_found", "lost_unresolved", "already_known", "mined_before"],
         |i| sum(shards, |s| s.submitted[i].load(Ordering::Relaxed)),
     );
+    labelled_counter(
+        out,
+        "prism_sync_submissions_emulated_total",
+        "eth_sendRawTransactionSync calls sent as eth_sendRawTransaction to a provider that lacks the method, by how Prism's wait for the receipt ended.",
+        "outcome",
+        &["receipt", "timeout"],
+        |i| sum(shards, |s| s.sync_emulated[i].load(Ordering::Relaxed)),
+    );
+    labelled_counter(
+        out,
+        "prism_verified_reads_total",
+        "Verified reads (keys with verify): agreed at once, settled by more providers after a disagreement, disagreed (-32097), short of a quorum (-32096), answered unverified (when_short).",
+        "outcome",
+        &["agreed", "settled", "disagreed", "short", "unverified"],
+        |i| sum(shards, |s| s.verified[i].load(Ordering::Relaxed)),
+    );
     let _ = writeln!(
         out,
         "# HELP prism_unknown_method_calls_total Calls of methods Prism's table does not know: sent once, never retried after sending, joined or cached (declare reads in [networks.methods]).\n# TYPE prism_unknown_method_calls_total counter"
@@ -597,6 +802,10 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
             "prism_ws_topic_rebuilds_total",
             "Subscriptions whose delivery fell behind the upstream and were rebuilt with a backfill.",
         ),
+        (
+            "prism_ws_reorgs_total",
+            "Reorgs a provider announced on newHeads (heads replaced below the last delivered), delivered again.",
+        ),
     ]
     .iter()
     .enumerate()
@@ -627,6 +836,21 @@ pub fn render(out: &mut String, shards: &[&ShardMetrics], labels: &Labels<'_>) {
         (
             "prism_solana_rerouted_total",
             "Answers served from the wrong side and asked again of the ephemeral rollup.",
+            "counter",
+        ),
+        (
+            "prism_solana_subscription_sockets",
+            "Upstream WebSockets carrying client subscriptions (shared by every client of a shard).",
+            "gauge",
+        ),
+        (
+            "prism_solana_subscription_topics",
+            "Upstream subscriptions held for clients (identical client subscriptions share one).",
+            "gauge",
+        ),
+        (
+            "prism_solana_caught_up_total",
+            "Notifications delivered after a lost subscription socket came back (a change missed in the gap).",
             "counter",
         ),
     ]

@@ -2,11 +2,14 @@
 //! grow here.
 
 pub mod badge;
+pub mod build;
+pub mod cause;
 pub mod clock;
 pub mod history;
 pub mod logging;
 pub mod metrics;
 pub mod recorder;
 pub mod snapshot;
+pub mod status;
 pub mod totals;
 pub mod window;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crossbeam::channel::Sender;
 
+use super::cause::Reason;
 use super::metrics::{AttemptResult, ShardMetrics};
 use super::window::Sample;
 use crate::rpc::methods::Family;
@@ -49,7 +50,9 @@ impl Recorder {
         &self.metrics
     }
 
-    /// One attempt at `provider` (client traffic or a probe) and how health sees it.
+    /// One attempt at `provider` (client traffic or, `probe`, a health probe) and how health sees it, with
+    /// the reason when it failed or was throttled.
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,
         network: usize,
@@ -57,8 +60,11 @@ impl Recorder {
         family: Family,
         latency_us: u64,
         outcome: AttemptResult,
+        reason: Option<Reason>,
+        probe: bool,
     ) {
-        self.metrics.attempt(network, provider, outcome, latency_us);
+        self.metrics
+            .attempt(network, provider, outcome, latency_us, reason, probe);
         let mut samples = self.samples.borrow_mut();
         // A reload may have added providers: their samples are made when they first answer (a histogram
         // per family is too big to hold for every possible slot).
@@ -70,6 +76,7 @@ impl Recorder {
             latency_us,
             outcome == AttemptResult::Failed,
             outcome == AttemptResult::Throttled,
+            probe,
         );
     }
 

@@ -16,6 +16,8 @@ pub struct Figures {
     /// Calls in the window and those that failed (provider's fault).
     pub calls: u64,
     pub failures: u64,
+    /// Of `calls`, Prism's own health probes.
+    pub probes: u64,
 }
 
 impl Figures {
@@ -36,7 +38,7 @@ pub struct ProviderHealth {
     pub recent_rps: f64,
     /// Throttled answers in the window (not failures).
     pub throttled: u64,
-    /// Share of this network's calls in the window, 0..1.
+    /// Share of this network's client calls in the window, 0..1 (probes are not traffic).
     pub share: f64,
     /// The last minute only, for the status page's badge.
     pub minute: Figures,

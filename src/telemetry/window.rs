@@ -18,6 +18,8 @@ pub struct Sample {
     pub calls: u64,
     pub failures: u64,
     pub throttled: u64,
+    /// Of `calls`, those that were Prism's own health probes (not client traffic).
+    pub probes: u64,
 }
 
 impl Default for Sample {
@@ -27,14 +29,16 @@ impl Default for Sample {
             calls: 0,
             failures: 0,
             throttled: 0,
+            probes: 0,
         }
     }
 }
 
 impl Sample {
-    pub fn record(&mut self, latency_us: u64, failed: bool, throttled: bool) {
+    pub fn record(&mut self, latency_us: u64, failed: bool, throttled: bool, probe: bool) {
         let _ = self.latency_us.record(latency_us.clamp(1, 600_000_000));
         self.calls += 1;
+        self.probes += u64::from(probe);
         self.failures += u64::from(failed);
         self.throttled += u64::from(throttled);
     }
@@ -85,6 +89,7 @@ impl Window {
                 self.total.calls -= b.sample.calls;
                 self.total.failures -= b.sample.failures;
                 self.total.throttled -= b.sample.throttled;
+                self.total.probes -= b.sample.probes;
                 b.sample = Sample::default();
             }
         }
@@ -101,6 +106,7 @@ impl Window {
                 self.total.calls -= b.sample.calls;
                 self.total.failures -= b.sample.failures;
                 self.total.throttled -= b.sample.throttled;
+                self.total.probes -= b.sample.probes;
             }
             b.start_ms = start;
             b.sample = Sample::default();
@@ -109,10 +115,12 @@ impl Window {
         b.sample.calls += s.calls;
         b.sample.failures += s.failures;
         b.sample.throttled += s.throttled;
+        b.sample.probes += s.probes;
         let _ = self.total.latency_us.add(&s.latency_us);
         self.total.calls += s.calls;
         self.total.failures += s.failures;
         self.total.throttled += s.throttled;
+        self.total.probes += s.probes;
     }
 
     pub fn figures(&mut self, now_ms: u64) -> Figures {
@@ -133,6 +141,7 @@ impl Window {
             p99_us: p99,
             calls: self.total.calls,
             failures: self.total.failures,
+            probes: self.total.probes,
         }
     }
 
@@ -159,6 +168,7 @@ impl Interval {
         let _ = self.sample.latency_us.add(&s.latency_us);
         self.sample.calls += s.calls;
         self.sample.failures += s.failures;
+        self.sample.probes += s.probes;
     }
 
     /// Closes the interval into a point (share filled in by the caller, who knows the network's total).
@@ -176,6 +186,7 @@ impl Interval {
             p99_us,
             calls: s.calls,
             failures: s.failures,
+            probes: s.probes,
             share: 0.0,
         }
     }
@@ -188,7 +199,7 @@ mod tests {
     fn sample(latency_us: u64, n: u64, failures: u64) -> Sample {
         let mut s = Sample::default();
         for i in 0..n {
-            s.record(latency_us, i < failures, false);
+            s.record(latency_us, i < failures, false, false);
         }
         s
     }

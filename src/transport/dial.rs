@@ -28,7 +28,12 @@ pub async fn dial(
         let tcp = match timeout_at(deadline, TcpStream::connect(addr)).await {
             Ok(Ok(tcp)) => tcp,
             Ok(Err(e)) => {
-                last = TransportError::Connect(e.to_string());
+                let e = std::io::Error::from(e);
+                last = if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    TransportError::Refused
+                } else {
+                    TransportError::Connect(e.to_string())
+                };
                 continue;
             }
             Err(_) => return Err(TransportError::Timeout { sent: false }),

@@ -1,6 +1,7 @@
 //! Transport: how bytes reach an upstream and come back. HTTP/1.1 client on httparse with per-shard
 //! keep-alive pools, upstream TLS, and validation of every JSON-RPC response before it is trusted.
 
+pub mod auth;
 mod conn;
 pub mod dial;
 mod pool;
@@ -10,6 +11,7 @@ pub mod tls;
 pub mod validate;
 pub mod ws;
 
+pub use auth::ExtraHeaders;
 pub use conn::Stream;
 pub use pool::{PoolSettings, UpstreamPool};
 pub use request::write_post;
@@ -17,12 +19,16 @@ pub use response::{parse_head, Framing, ResponseHead, UpstreamResponse, MAX_HEAD
 
 use std::fmt;
 
+use crate::telemetry::cause::Reason;
+
 /// Why an upstream exchange failed. `sent` says whether the request may have reached the upstream, which is
 /// what decides if a write may ever be tried again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportError {
     /// The host name did not resolve at start-up.
     Unresolved,
+    /// Nothing listens at the address (ECONNREFUSED).
+    Refused,
     Connect(String),
     Tls(String),
     Timeout {
@@ -52,10 +58,26 @@ impl TransportError {
             TransportError::Timeout { sent } | TransportError::Reset { sent } => *sent,
             TransportError::Malformed(_) | TransportError::TooLarge { .. } => true,
             TransportError::Unresolved
+            | TransportError::Refused
             | TransportError::Connect(_)
             | TransportError::Tls(_)
             | TransportError::ConnectionLimit { .. } => false,
         }
+    }
+
+    /// Why it failed, as metrics and `/status` name it (`None` for Prism's own connection cap).
+    pub fn reason(&self) -> Option<Reason> {
+        Some(match self {
+            TransportError::Unresolved => Reason::Dns,
+            TransportError::Refused => Reason::Refused,
+            TransportError::Connect(_) => Reason::Connect,
+            TransportError::Tls(_) => Reason::Tls,
+            TransportError::Timeout { .. } => Reason::Timeout,
+            TransportError::Reset { .. } => Reason::Reset,
+            TransportError::Malformed(_) => Reason::Malformed,
+            TransportError::TooLarge { .. } => Reason::TooLarge,
+            TransportError::ConnectionLimit { .. } => return None,
+        })
     }
 }
 
@@ -63,6 +85,7 @@ impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TransportError::Unresolved => f.write_str("host did not resolve"),
+            TransportError::Refused => f.write_str("connection refused"),
             TransportError::Connect(e) => write!(f, "connect failed: {e}"),
             TransportError::Tls(e) => write!(f, "TLS failed: {e}"),
             TransportError::Timeout { .. } => f.write_str("timed out"),

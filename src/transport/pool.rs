@@ -32,6 +32,7 @@ use crate::config::Endpoint;
 use crate::http1::SpareBufs;
 use crate::runtime::timeout_at;
 
+use super::auth::ExtraHeaders;
 use super::conn::Conn;
 use super::response::{read_response, UpstreamResponse};
 use super::TransportError;
@@ -99,6 +100,8 @@ pub struct UpstreamPool {
     idle_low: Cell<usize>,
     /// When the current surplus window began (the first sweep starts the first one).
     window: Cell<Option<Instant>>,
+    /// The provider's own header lines (credentials), replaced by a reload that rotates them.
+    headers: RefCell<ExtraHeaders>,
 }
 
 enum Acquired {
@@ -127,11 +130,24 @@ impl UpstreamPool {
             reads: SpareBufs::small(),
             idle_low: Cell::new(0),
             window: Cell::new(None),
+            headers: RefCell::new(ExtraHeaders::default()),
         })
     }
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// The provider's extra header lines for every request from now on (a reload's rotated secret takes
+    /// effect on the next request; connections are kept).
+    pub fn set_headers(&self, headers: ExtraHeaders) {
+        if *self.headers.borrow() != headers {
+            *self.headers.borrow_mut() = headers;
+        }
+    }
+
+    pub fn headers(&self) -> ExtraHeaders {
+        self.headers.borrow().clone()
     }
 
     /// POSTs `body` and reads the response, all before `deadline`. `replay_safe` allows sending it again
@@ -143,7 +159,13 @@ impl UpstreamPool {
         replay_safe: bool,
     ) -> Result<UpstreamResponse, TransportError> {
         let mut request = self.requests.take_empty();
-        super::write_post(&mut request, &self.endpoint.path, &self.endpoint.host_header, body);
+        super::write_post(
+            &mut request,
+            &self.endpoint.path,
+            &self.endpoint.host_header,
+            self.headers.borrow().wire(),
+            body,
+        );
         let answer = self.post_request(&request, deadline, replay_safe).await;
         self.requests.give(request);
         answer

@@ -685,7 +685,7 @@ fn fresh_connection_dying_is_not_retried_even_when_replay_safe() {
 }
 
 #[test]
-fn connect_refused_is_a_connect_error_that_sent_nothing() {
+fn connect_refused_is_a_refusal_that_sent_nothing() {
     let addr = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
@@ -693,7 +693,8 @@ fn connect_refused_is_a_connect_error_that_sent_nothing() {
     let endpoint = Endpoint::parse(&format!("http://{addr}/")).unwrap();
     let pool = UpstreamPool::new(endpoint, Arc::from(vec![addr]), None, settings()).unwrap();
     let err = run(pool.post(b"{}", soon(), false)).unwrap_err();
-    assert!(matches!(err, TransportError::Connect(_)), "{err:?}");
+    assert_eq!(err, TransportError::Refused);
+    assert_eq!(err.reason(), Some(crate::telemetry::cause::Reason::Refused));
     assert!(!err.maybe_sent());
     assert_eq!(pool.slots.open.get(), 0, "a failed dial gives its slot back");
 }

@@ -57,19 +57,30 @@ impl Default for Reconnect {
 const MAX_MESSAGE: usize = 64 << 20;
 
 /// Opens a WebSocket to `endpoint` before `deadline`.
+/// `headers` are the provider's own (credentials), sent with the handshake.
 pub async fn connect_ws(
     endpoint: &Endpoint,
     addrs: &[SocketAddr],
     tls: Option<Arc<rustls::ClientConfig>>,
+    headers: &super::ExtraHeaders,
     deadline: Instant,
 ) -> Result<UpstreamSocket, TransportError> {
     let tls = tls_for(endpoint, tls)?;
     let stream = dial(addrs, 0, tls.as_ref(), deadline).await?;
     let scheme = if endpoint.scheme.is_tls() { "wss" } else { "ws" };
     let url = format!("{scheme}://{}{}", endpoint.host_header, endpoint.path);
-    let request = url
+    let mut request = url
         .into_client_request()
         .map_err(|e| TransportError::Connect(format!("bad WebSocket URL: {e}")))?;
+    for (name, value) in headers.pairs() {
+        // Checked when the config was read; a pair the HTTP types refuse would fail the handshake anyway.
+        if let (Ok(n), Ok(v)) = (
+            tungstenite::http::HeaderName::from_bytes(name.as_bytes()),
+            tungstenite::http::HeaderValue::from_str(value),
+        ) {
+            request.headers_mut().insert(n, v);
+        }
+    }
     let config = async_tungstenite::tungstenite::protocol::WebSocketConfig {
         max_message_size: Some(MAX_MESSAGE),
         max_frame_size: Some(MAX_MESSAGE),
@@ -82,6 +93,11 @@ pub async fn connect_ws(
     .await
     {
         Ok(Ok((socket, _response))) => Ok(socket),
+        // The status only: a refusal's body or headers may echo what was sent.
+        Ok(Err(tungstenite::Error::Http(resp))) => Err(TransportError::Connect(format!(
+            "WebSocket handshake answered HTTP {}",
+            resp.status().as_u16()
+        ))),
         Ok(Err(e)) => Err(TransportError::Connect(format!("WebSocket handshake failed: {e}"))),
         Err(_) => Err(TransportError::Timeout { sent: false }),
     }

@@ -81,7 +81,13 @@ fn run(inputs: Inputs, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
     let mut ticker = Ticker::new(now_ms(), POINT_MS);
     let mut next_publish = std::time::Instant::now();
     while !shutdown.is_triggered() {
-        match rx.recv_timeout(PUBLISH_EVERY) {
+        // Fair shares refill every tick: wake that often while they are on.
+        let wait = if networks.iter().any(|n| n.quota.fair_on()) {
+            Duration::from_millis(crate::core::quota::TICK_MS)
+        } else {
+            PUBLISH_EVERY
+        };
+        match rx.recv_timeout(wait) {
             Ok(batch) => {
                 grow(networks, &mut windows, &mut history);
                 let now = now_ms();
@@ -97,6 +103,11 @@ fn run(inputs: Inputs, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Quota shares refill every `core::quota::TICK_MS` (the tick itself skips an early call).
+        let now = now_ms();
+        for net in networks.iter() {
+            net.quota.tick(now);
         }
         if std::time::Instant::now() >= next_publish {
             next_publish = std::time::Instant::now() + PUBLISH_EVERY;
@@ -162,10 +173,12 @@ fn build(windows: &mut [ProviderWindows], now: u64) -> NetworkHealth {
             h
         })
         .collect();
-    let total: u64 = providers.iter().map(|p| p.overall.calls).sum();
+    // Share of client traffic: a provider only probes reach (excluded, cordoned) has none.
+    let client = |p: &ProviderHealth| p.overall.calls - p.overall.probes;
+    let total: u64 = providers.iter().map(client).sum();
     if total > 0 {
         for p in &mut providers {
-            p.share = p.overall.calls as f64 / total as f64;
+            p.share = client(p) as f64 / total as f64;
         }
     }
     NetworkHealth {

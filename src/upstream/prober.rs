@@ -20,6 +20,7 @@ use crate::rpc::methods::{Family, Finality};
 use crate::rpc::wire::write_upstream_call;
 use crate::rpc::ProviderId;
 use crate::runtime::Shutdown;
+use crate::telemetry::cause::{warn_change, Origin, Reason};
 use crate::telemetry::clock::now_ms;
 
 /// Longest a probe may take.
@@ -90,19 +91,29 @@ async fn until_tick_or_probe_due(route: &NetworkRoute, i: ProviderId, next: Inst
     }
 }
 
-/// One probe call, judged as client traffic is (`core::judge`). `Err` carries the class, so a throttled
-/// provider is parked rather than counted, exactly as for client traffic.
-async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Result<Vec<u8>, Class> {
+/// Why a probe call gave no result: the class (a throttled provider is parked rather than counted, exactly
+/// as for client traffic) and the reason it names.
+#[derive(Debug, Clone, Copy)]
+struct Miss {
+    class: Class,
+    reason: Option<Reason>,
+}
+
+impl Miss {
+    const fn bad(reason: Reason) -> Miss {
+        Miss {
+            class: Class::ProviderFailure,
+            reason: Some(reason),
+        }
+    }
+}
+
+/// One probe call, judged as client traffic is (`core::judge`).
+async fn call(route: &NetworkRoute, i: ProviderId, id: u64, method: &str) -> Result<Vec<u8>, Miss> {
     call_with(route, i, id, method, b"[]").await
 }
 
-async fn call_with(
-    route: &NetworkRoute,
-    i: ProviderId,
-    id: u64,
-    method: &str,
-    params: &[u8],
-) -> Result<Vec<u8>, Class> {
+async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, params: &[u8]) -> Result<Vec<u8>, Miss> {
     let mut body = Vec::with_capacity(64 + params.len());
     write_upstream_call(&mut body, id, method, Some(params));
     let result = route.upstreams[i]
@@ -111,7 +122,9 @@ async fn call_with(
         .await;
     // A probe's answer is a few bytes: `light`, so one over the response limit is the provider's flood.
     let judged = judge(result, id, true, false, route.dialect());
-    judged.log_broken(&route.name, &route.upstreams[i].name, method);
+    let causes = &route.live.providers()[i].causes;
+    judged.log_broken(causes, now_ms, &route.name, &route.upstreams[i].name, method);
+    let reason = judged.reason();
     match judged {
         Judged::Answer {
             body,
@@ -119,11 +132,29 @@ async fn call_with(
             is_error: false,
             ..
         } => Ok(body[value].to_vec()),
+        // Solana: a node's `getHealth` says "Node is behind by N slots" while it is: it is taken at its word
+        // (`core::slots`), with or without client traffic to hear it from.
+        Judged::Answer {
+            body,
+            value,
+            is_error: true,
+            class: Class::DataUnavailable,
+            ..
+        } if route.solana => {
+            route.note_behind(i, &body[value], now_ms());
+            Err(Miss {
+                class: Class::DataUnavailable,
+                reason,
+            })
+        }
         // Prism's own call, without params: an error no rule knows is the provider's.
         Judged::Answer {
             class: Class::Unknown, ..
-        } => Err(Class::ProviderFailure),
-        judged => Err(judged.class()),
+        } => Err(Miss::bad(Reason::RpcError)),
+        judged => Err(Miss {
+            class: judged.class(),
+            reason,
+        }),
     }
 }
 
@@ -153,7 +184,9 @@ async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
                 tracing::warn!(network = %route.name, provider = %who, slot, "base-layer provider caught up; back in the pool")
             }
             SlotChange::Stalled(true) => {
-                tracing::warn!(network = %route.name, provider = %who, slot, "slot stopped advancing for slot_stall_ms; excluded")
+                let stood_ms = route.live.stall_after_ms(p);
+                let slot_ms = route.live.providers()[p].clock.per_slot_us() as f64 / 1000.0;
+                tracing::warn!(network = %route.name, provider = %who, slot, stood_ms, slot_ms, "slot stopped advancing; excluded")
             }
             SlotChange::Stalled(false) => {
                 tracing::warn!(network = %route.name, provider = %who, slot, "slot advancing again; back in the pool")
@@ -184,7 +217,10 @@ async fn probe_tags(route: &NetworkRoute, i: ProviderId, id: u64) {
                 Some(n) if n <= MAX_HEIGHT => p.tags.set(t, n),
                 _ => unsupported(route, i, t),
             },
-            Err(Class::Unsupported | Class::UserError | Class::DataUnavailable) => unsupported(route, i, t),
+            Err(Miss {
+                class: Class::Unsupported | Class::UserError | Class::DataUnavailable,
+                ..
+            }) => unsupported(route, i, t),
             Err(_) => {}
         }
     }
@@ -213,11 +249,22 @@ async fn recheck_floor(route: &NetworkRoute, i: ProviderId, id: u64, block: u64)
 
 async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
     let Some(expected) = route.live.chain_id else { return };
-    let Ok(result) = call(route, i, id, "eth_chainId").await else {
-        return;
-    };
     let p = &route.live.providers()[i];
     let name = &route.upstreams[i].name;
+    let result = match call(route, i, id, "eth_chainId").await {
+        Ok(result) => result,
+        // The head probe that follows judges health (breaker, metrics); the cause is said here, where
+        // the provider is held back as unverified.
+        Err(miss) => {
+            if let Some(r) = miss.reason {
+                let now = now_ms();
+                if p.causes.record(r, Origin::Probe { half_open: false }, now) {
+                    warn_change(&p.causes, &route.name, name, "chain id not confirmed", Some(r), now);
+                }
+            }
+            return;
+        }
+    };
     match hex_quantity(&result) {
         Some(got) if got == expected => {
             p.set_chain(ChainCheck::Ok);
@@ -225,8 +272,10 @@ async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
         }
         got => {
             if p.chain() != ChainCheck::Wrong {
-                tracing::error!(network = %route.name, provider = %name, expected, got = ?got, "provider serves another chain; excluded");
+                tracing::error!(network = %route.name, provider = %name, expected, got = ?got, reason = Reason::WrongChain.as_str(), "provider serves another chain; excluded");
             }
+            p.causes
+                .record(Reason::WrongChain, Origin::Probe { half_open: false }, now_ms());
             p.set_chain(ChainCheck::Wrong);
         }
     }
@@ -235,7 +284,7 @@ async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
 async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
     let p = &route.live.providers()[i];
     let now = now_ms();
-    let is_probe = match p.breaker.state(now) {
+    let half_open = match p.breaker.state(now) {
         BreakerState::Closed => false,
         BreakerState::ProbeDue if p.breaker.try_probe(now) => true,
         _ => return, // cooling down, or another shard holds the half-open probe
@@ -243,14 +292,19 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
     let started = Instant::now();
     let result = call(route, i, id, if route.solana { "getHealth" } else { "eth_blockNumber" }).await;
     let latency_us = started.elapsed().as_micros() as u64;
+    let by = Origin::Probe { half_open };
     if route.solana {
         // `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
-        let class = match &result {
-            Ok(v) if v.as_slice() == b"\"ok\"" => Class::Success,
-            Ok(_) => Class::ProviderFailure,
-            Err(class) => *class,
+        let miss = match &result {
+            Ok(v) if v.as_slice() == b"\"ok\"" => Miss {
+                class: Class::Success,
+                reason: None,
+            },
+            Ok(_) => Miss::bad(Reason::RpcError),
+            Err(miss) => *miss,
         };
-        route.note_outcome(i, Family::Light, class, latency_us, is_probe, now_ms());
+        let class = miss.class;
+        route.note_outcome(i, Family::Light, class, miss.reason, latency_us, by, now_ms());
         if class == Class::Success {
             probe_slot(route, i, id + (1 << 40)).await;
         }
@@ -258,18 +312,18 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
     }
     // A height beyond 2^53 is no block height: a malformed answer, the provider's failure.
     let head = match &result {
-        Ok(value) => hex_quantity(value).ok_or(Class::ProviderFailure),
-        Err(class) => Err(*class),
+        Ok(value) => hex_quantity(value).ok_or(Miss::bad(Reason::BadHead)),
+        Err(miss) => Err(*miss),
     }
     .and_then(|head| match route.live.observe_probe(i, head) {
-        HeadVerdict::Malformed => Err(Class::ProviderFailure),
+        HeadVerdict::Malformed => Err(Miss::bad(Reason::BadHead)),
         verdict => Ok(verdict),
     });
     match head {
         Ok(verdict) => {
             // An implausible head is an answer (the breaker is not the place for it): the provider is an
             // outlier until its heads are plausible again, and its head and the pool's stay as they were.
-            route.note_outcome(i, Family::Light, Class::Success, latency_us, is_probe, now_ms());
+            route.note_outcome(i, Family::Light, Class::Success, None, latency_us, by, now_ms());
             if verdict == HeadVerdict::Implausible {
                 return;
             }
@@ -284,6 +338,6 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         }
         // Throttled parks without counting, failures count, anything else ends a half-open probe undecided:
         // the same rules as for client traffic.
-        Err(class) => route.note_outcome(i, Family::Light, class, latency_us, is_probe, now_ms()),
+        Err(miss) => route.note_outcome(i, Family::Light, miss.class, miss.reason, latency_us, by, now_ms()),
     }
 }

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
 use crate::config::{Config, Endpoint, NetworkKind, ProviderRole};
+use crate::transport::ExtraHeaders;
 
 #[derive(Debug, Clone)]
 pub struct ProviderSpec {
@@ -20,6 +21,8 @@ pub struct ProviderSpec {
     pub overflow: bool,
     pub quota_rps: Option<u32>,
     pub role: Option<ProviderRole>,
+    /// Its credentials as header lines, written once (`[networks.providers.auth]`).
+    pub headers: ExtraHeaders,
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +74,13 @@ impl Registry {
                             overflow: p.overflow,
                             quota_rps: p.quota_rps,
                             role: p.role,
+                            headers: ExtraHeaders::new(
+                                p.auth
+                                    .header_lines()
+                                    .iter()
+                                    .map(|(n, v)| (n.clone(), v.expose().to_string()))
+                                    .collect(),
+                            ),
                         }
                     })
                     .collect(),

@@ -226,7 +226,9 @@ await rec("trace_transaction (not in ganache)", "trace_transaction", [emit1.tran
 await rec("trace_filter (not in ganache)", "trace_filter", [{ fromBlock: "0x1", toBlock: "latest" }]);
 await rec("unknown method", "foo_bar", []);
 // Submissions the table knows that ganache does not serve (appended to the corpus on their own, ids 900+).
-await rec("sync raw transaction (not served by ganache)", "eth_sendRawTransactionSync", ["0x00", 2000]);
+// The raw transaction of "raw transaction, not RLP" below: Prism emulates the method ganache lacks with
+// eth_sendRawTransaction, and the replaying node answers that from its recording.
+await rec("sync raw transaction (not served by ganache)", "eth_sendRawTransactionSync", ["0x1234", 2000]);
 await rec("user operation (not served by ganache)", "eth_sendUserOperation", [
   { sender: "0x0000000000000000000000000000000000000001", nonce: "0x0", callData: "0x" },
   "0x0000000071727De22E5E9d8BAf0edAc6f37da032",

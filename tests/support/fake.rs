@@ -165,6 +165,10 @@ struct State {
     floor: u64,
     tags: HashMap<String, u64>,
     blocks: bool,
+    /// [`FakeProvider::require_header`]: the header and the values it accepts; requests without one of
+    /// them are answered 401 and counted in `rejected`.
+    required: Option<(String, Vec<String>)>,
+    rejected: usize,
 }
 
 struct Inner {
@@ -228,6 +232,8 @@ impl FakeProvider {
                 floor: 0,
                 tags: HashMap::new(),
                 blocks: false,
+                required: None,
+                rejected: 0,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -286,6 +292,19 @@ impl FakeProvider {
         self.inner.lock().method_modes.remove(method);
     }
     /// Chain id as a hex string, e.g. "0x1237".
+    /// Answers 401 to every request that does not carry `name` with one of `accepted` as its value (an
+    /// API key header, `Authorization: Basic ...`); `accepted` empty lifts the requirement.
+    pub fn require_header(&self, name: &str, accepted: &[&str]) {
+        let mut g = self.inner.lock();
+        g.required =
+            (!accepted.is_empty()).then(|| (name.to_string(), accepted.iter().map(|a| a.to_string()).collect()));
+    }
+
+    /// Requests answered 401 by [`FakeProvider::require_header`].
+    pub fn rejected(&self) -> usize {
+        self.inner.lock().rejected
+    }
+
     pub fn set_chain_id(&self, hex: &str) {
         self.inner.lock().chain_id = hex.to_string();
     }
@@ -308,7 +327,7 @@ impl FakeProvider {
         self.inner.lock().tags.insert(tag.to_string(), n);
     }
     /// `eth_getBlockByNumber(number, _)` answers a block `{"number","hash"}` (the hash a function of the
-    /// number, the same on every fake) up to the head, `null` above it.
+    /// number, the same on every fake) up to the head, `null` above it; `"latest"` the head's block.
     pub fn serve_blocks(&self) {
         self.inner.lock().blocks = true;
     }
@@ -555,6 +574,16 @@ fn serve_conn(inner: &Arc<Inner>, id: usize, stream: TcpStream) {
             let mode = match by_method {
                 Some(m) => m,
                 None => g.next.pop_front().unwrap_or_else(|| g.mode.clone()),
+            };
+            let authorized = g
+                .required
+                .as_ref()
+                .is_none_or(|(name, ok)| req.header(name).is_some_and(|v| ok.iter().any(|o| o == v)));
+            let mode = if authorized {
+                mode
+            } else {
+                g.rejected += 1;
+                Mode::StatusBody(401, r#"{"error":"invalid API key"}"#.to_string())
             };
             let mode = match mode {
                 Mode::FailHalf(code) => {
@@ -887,6 +916,7 @@ fn chain_answer(g: &State, method: &str, params: Option<&[u8]>) -> Option<(&'sta
                 None => ("error", br#"{"code":-32000,"message":"finalized block not found"}"#.to_vec()),
             })
         }
+        ("eth_getBlockByNumber", None) if g.blocks && name == "latest" => Some(("result", block_json(g.head))),
         ("eth_getBlockByNumber", Some(n)) if g.blocks => Some(if n <= g.head {
             ("result", block_json(n))
         } else {

@@ -14,8 +14,13 @@
 //! - [`relay`]: a real EVM dev node (ganache, once per test binary) and fault-injecting relays in front of it
 //!   that count every write they forward.
 //! - [`tools`]: external tools (headless Chromium, Python's prometheus_client), failing loudly when absent.
+//! - [`anvil`]: Foundry's anvil, a second real EVM node (one per test, mined by hand), whose `anvil_reorg` and
+//!   `anvil_rollback` make reorgs on demand.
+//! - [`wsfeed`]: `Feed`, a WebSocket subscriber recording every notification (with its arrival time) on a
+//!   thread of its own, to compare a node's stream with Prism's.
 #![allow(dead_code, unused_imports)]
 
+pub mod anvil;
 pub mod fake;
 pub mod hostile;
 pub mod http;
@@ -28,6 +33,7 @@ pub mod replay;
 pub mod solana_fake;
 pub mod tls;
 pub mod tools;
+pub mod wsfeed;
 
 pub use fake::{Call, FakeProvider, Garbage, Mode, Reply, BACKGROUND_METHODS};
 pub use http::{Conn, Response};

@@ -28,6 +28,12 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_prism");
 
+/// The binary `Prism` runs: [`BIN`], or `PRISM_TEST_BIN` when set (a build from before a change, so a
+/// scenario test can print its figures for both).
+fn binary() -> String {
+    std::env::var("PRISM_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 /// Every port [`free_port`] and [`free_port_pair`] handed out in this process.
 static USED_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
@@ -380,7 +386,7 @@ impl Prism {
         fs::write(&config_path, toml).unwrap();
         let log_path = dir.join("prism.log");
         let log = File::create(&log_path).unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(binary());
         cmd.args(args);
         cmd.arg("serve").arg("--config").arg(&config_path);
         cmd.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
@@ -391,7 +397,7 @@ impl Prism {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", binary()));
         let mut p = Prism {
             child,
             addr,
@@ -445,6 +451,10 @@ impl Prism {
     }
     pub fn config(&self) -> String {
         fs::read_to_string(&self.config_path).unwrap_or_default()
+    }
+    /// Where the config file is (a reload re-reads it).
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
     }
     /// Everything the process wrote to stdout and stderr so far.
     pub fn log(&self) -> String {

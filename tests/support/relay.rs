@@ -10,9 +10,11 @@
 //!   lagging head ([`Relay::set_lag`]: `eth_blockNumber`, `"latest"` params and `newHeads` served `k` blocks
 //!   behind, a sudden drop; [`Relay::set_stalled`]: the head frozen where it is, so the lag grows a block at a
 //!   time), being killed and restarted on the same port ([`Relay::kill`], [`Relay::restart`]), and a one-shot
-//!   trap for one method ([`Relay::reset_after_next`]: only the next request carrying that call loses its answer).
+//!   trap for one method ([`Relay::reset_after_next`]: only the next request carrying that call loses its answer),
+//!   and `newHeads` as geth announces a reorg, only its new head ([`Relay::set_only_new_heads`]).
 //! - [`Ledger`]: shared by a set of relays; records every write each relay forwarded to the node
-//!   (`eth_sendRawTransaction` by its keccak256 hash, `eth_sendTransaction` by its params), so a test can
+//!   (`eth_sendRawTransaction` and `eth_sendRawTransactionSync` by its keccak256 hash, `eth_sendTransaction`
+//!   by its params), so a test can
 //!   prove no submission reached the chain twice.
 #![allow(dead_code)]
 
@@ -261,6 +263,8 @@ struct Inner {
     received: Mutex<HashMap<String, usize>>,
     ws_accepted: AtomicU64,
     heads_sent: AtomicU64,
+    /// Set by [`Relay::set_only_new_heads`]: `newHeads` frames below the highest one sent are dropped.
+    only_new_heads: AtomicBool,
     /// The largest numeric JSON-RPC id received over HTTP.
     max_id: AtomicU64,
     /// Armed by [`Relay::reset_after_next`]: the method whose next forwarded request loses its answer.
@@ -299,6 +303,7 @@ impl Relay {
             received: Mutex::new(HashMap::new()),
             ws_accepted: AtomicU64::new(0),
             heads_sent: AtomicU64::new(0),
+            only_new_heads: AtomicBool::new(false),
             max_id: AtomicU64::new(0),
             trap: Mutex::new(None),
             every: Mutex::new(None),
@@ -425,6 +430,11 @@ impl Relay {
     /// `eth_getLogs` calls refused by [`Relay::set_logs_range_limit`].
     pub fn logs_refused(&self) -> u64 {
         self.inner.logs_refused.load(Ordering::SeqCst)
+    }
+    /// `true`: `newHeads` as geth sends a reorg, only the new head: a frame below the highest head sent on
+    /// that socket (a height the node announces again with its new block) is dropped.
+    pub fn set_only_new_heads(&self, on: bool) {
+        self.inner.only_new_heads.store(on, Ordering::SeqCst);
     }
     /// WebSocket connections accepted so far.
     pub fn ws_accepted(&self) -> u64 {
@@ -750,7 +760,7 @@ fn forward(inner: &Inner, upstream: &mut Option<Conn>, mut body: Value, lag: u64
             let method = call["method"].as_str().unwrap_or("").to_string();
             *fwd.entry(method.clone()).or_default() += 1;
             match method.as_str() {
-                "eth_sendRawTransaction" => {
+                "eth_sendRawTransaction" | "eth_sendRawTransactionSync" => {
                     if let Some(h) = call["params"][0].as_str().and_then(keccak_hex) {
                         inner.ledger.record(h, &inner.name);
                     }
@@ -819,6 +829,7 @@ fn websocket(inner: Arc<Inner>, stream: TcpStream, req: &http::Request, gen: u64
     let _tracked = Tracked::new(&inner, up.get_ref());
     let mut client = WebSocket::from_raw_socket(s, Role::Server, None);
     let mut held: VecDeque<(u64, String)> = VecDeque::new();
+    let mut top_sent = 0u64;
     let would_block = |e: &tungstenite::Error| matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut));
     loop {
         if !current(&inner, gen) {
@@ -857,7 +868,9 @@ fn websocket(inner: Arc<Inner>, stream: TcpStream, req: &http::Request, gen: u64
                     }
                 });
                 match head {
+                    Some(n) if n < top_sent && inner.only_new_heads.load(Ordering::SeqCst) => {}
                     Some(n) => {
+                        top_sent = top_sent.max(n);
                         held.push_back((n, t.to_string()));
                         while let Some((m, _)) = held.front() {
                             let frozen = inner.frozen.load(Ordering::SeqCst);

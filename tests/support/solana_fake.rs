@@ -640,14 +640,44 @@ impl SolanaFake {
     pub fn advance(&self, n: u64) {
         self.lock().advance(n);
     }
-    /// A thread that advances one slot every `every` until the fake is dropped.
+    /// One thread making a slot every `every` on each of `fakes` at once (providers of one chain, in step),
+    /// while all of them live.
+    pub fn start_tickers_together(fakes: &[&SolanaFake], every: Duration) {
+        let inners: Vec<Arc<Inner>> = fakes.iter().map(|f| f.inner.clone()).collect();
+        thread::spawn(move || {
+            let origin = std::time::Instant::now();
+            let mut made = 0u64;
+            while inners.iter().all(|i| !i.shutdown.load(Ordering::SeqCst)) {
+                thread::sleep(every);
+                let due = (origin.elapsed().as_micros() / every.as_micros().max(1)) as u64;
+                if due > made {
+                    for i in &inners {
+                        i.lock().advance(due - made);
+                    }
+                    made = due;
+                }
+            }
+        });
+    }
+
+    /// A thread that makes one slot every `every` until the fake is dropped. Slots follow the wall clock, as a
+    /// validator's do: a tick the thread was late for is made when it wakes, so a loaded test machine does
+    /// not slow the fake's cadence. A frozen clock makes none, and starts afresh when thawed.
     pub fn start_ticker(&self, every: Duration) {
         let inner = self.inner.clone();
         thread::spawn(move || {
+            let mut origin = std::time::Instant::now();
+            let mut made = 0u64;
             while !inner.shutdown.load(Ordering::SeqCst) {
                 thread::sleep(every);
-                if !inner.frozen.load(Ordering::SeqCst) {
-                    inner.lock().advance(1);
+                if inner.frozen.load(Ordering::SeqCst) {
+                    (origin, made) = (std::time::Instant::now(), 0);
+                    continue;
+                }
+                let due = (origin.elapsed().as_micros() / every.as_micros().max(1)) as u64;
+                if due > made {
+                    inner.lock().advance(due - made);
+                    made = due;
                 }
             }
         });

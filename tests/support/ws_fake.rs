@@ -117,6 +117,8 @@ struct State {
     unsupported: Vec<String>,
     /// Connections frozen by `WsFake::freeze_sockets`: open, but nothing is read or written on them.
     frozen: std::collections::HashSet<usize>,
+    /// The request headers of every WebSocket upgrade accepted, in order (name lowercased).
+    handshakes: Vec<Vec<(String, String)>>,
 }
 
 impl State {
@@ -368,6 +370,11 @@ impl WsFake {
     pub fn ws_accepted(&self) -> usize {
         self.inner.lock().ws_accepted
     }
+    /// The request headers of every accepted WebSocket upgrade, in order (names lowercased).
+    pub fn handshake_headers(&self) -> Vec<Vec<(String, String)>> {
+        self.inner.lock().handshakes.clone()
+    }
+
     /// WebSocket upgrades refused so far.
     pub fn ws_refused(&self) -> usize {
         self.inner.lock().ws_refused
@@ -497,10 +504,35 @@ fn refuse_upgrade(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
+/// Keeps the upgrade request's headers (the handshake callback tungstenite calls).
+struct RecordHeaders(Arc<Inner>);
+
+impl tungstenite::handshake::server::Callback for RecordHeaders {
+    fn on_request(
+        self,
+        req: &tungstenite::handshake::server::Request,
+        resp: tungstenite::handshake::server::Response,
+    ) -> Result<tungstenite::handshake::server::Response, tungstenite::handshake::server::ErrorResponse> {
+        let headers = req
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        self.0.lock().handshakes.push(headers);
+        Ok(resp)
+    }
+}
+
 fn serve_ws(stream: TcpStream, inner: Arc<Inner>) {
     let _ = stream.set_nodelay(true);
     let Ok(writer) = stream.try_clone() else { return };
-    let Ok(mut ws) = tungstenite::accept(stream) else {
+    let record = RecordHeaders(inner.clone());
+    let Ok(mut ws) = tungstenite::accept_hdr(stream, record) else {
         return;
     };
     let writer = Arc::new(Mutex::new(writer));

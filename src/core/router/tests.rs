@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::testing::network;
 use crate::config::BreakerPolicy;
+use crate::core::inflight::Pressure;
 use crate::core::state::ChainCheck;
 use crate::telemetry::snapshot::ProviderHealth;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ fn statics(n: usize) -> Vec<ProviderStatic> {
             overflow: false,
             region_distance: 0.0,
             quota_rps: None,
+            credits: None,
         })
         .collect()
 }
@@ -45,6 +47,7 @@ fn ask() -> Ask {
         stalled: 0,
         at_block: None,
         tag: None,
+        key: 0,
     }
 }
 
@@ -59,7 +62,7 @@ fn score_prefers_fast_and_healthy() {
     // p1 is fastest but fails half its calls; p2 wins.
     for r in 0..10 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &ask(), 1, r, 0.5),
+            choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 1, r, 0.5),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -69,7 +72,9 @@ fn score_prefers_fast_and_healthy() {
 fn near_ties_share_traffic() {
     let l = live(3);
     let h = health(&[10_000, 10_100, 50_000], &[(1, 0), (1, 0), (1, 0)]);
-    let picks: Vec<_> = (0..4).map(|r| choose(&statics(3), &l, &h, &ask(), 1, r, 0.5)).collect();
+    let picks: Vec<_> = (0..4)
+        .map(|r| choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 1, r, 0.5))
+        .collect();
     assert!(
         picks.contains(&Choice::Provider(ProviderId::new(0))) && picks.contains(&Choice::Provider(ProviderId::new(1)))
     );
@@ -88,7 +93,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &ask(), 10, r, 0.3),
+            choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 10, r, 0.3),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -96,7 +101,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         exclude: 1 << 2,
         ..ask()
     };
-    match choose(&statics(3), &l, &h, &a, 10, 0, 0.3) {
+    match choose(&statics(3), &l, &h, &a, &Pressure::NONE, 10, 0, 0.3) {
         Choice::AllDown { open, retry_after_ms } => {
             assert_eq!(open, 1);
             assert_eq!(retry_after_ms, 15_000 - 6);
@@ -107,7 +112,10 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         exclude: 0b111,
         ..ask()
     };
-    assert_eq!(choose(&statics(3), &l, &h, &a, 10, 0, 0.3), Choice::Exhausted);
+    assert_eq!(
+        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 10, 0, 0.3),
+        Choice::Exhausted
+    );
 }
 
 #[test]
@@ -120,7 +128,7 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
     };
     for r in 0..6 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &stalled, 1, r, 0.5),
+            choose(&statics(3), &l, &h, &stalled, &Pressure::NONE, 1, r, 0.5),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -130,9 +138,44 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
         ..ask()
     };
     assert!(matches!(
-        choose(&statics(3), &l, &h, &all, 1, 0, 0.5),
+        choose(&statics(3), &l, &h, &all, &Pressure::NONE, 1, 0, 0.5),
         Choice::Provider(_)
     ));
+}
+
+#[test]
+fn score_counts_calls_in_flight_and_their_age() {
+    let l = live(3);
+    let h = health(&[1_000, 1_000, 1_000], &[(10, 0), (10, 0), (10, 0)]);
+    let picks = |p: &Pressure| -> Vec<usize> {
+        (0..6)
+            .map(|r| match choose(&statics(3), &l, &h, &ask(), p, 1, r, 0.5) {
+                Choice::Provider(i) => i.index(),
+                c => panic!("{c:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        picks(&Pressure::NONE),
+        [0, 1, 2, 0, 1, 2],
+        "idle equals share in rotation"
+    );
+    // p1 has a call in flight that is 40 times older than its p50: reads leave it before it answers.
+    let mut p = Pressure::NONE;
+    p.set(ProviderId::new(0), 1, 40_000.0);
+    assert_eq!(picks(&p), [1, 2, 1, 2, 1, 2]);
+    // A young call in flight: the idle ones are preferred too (least outstanding), still in rotation.
+    p.set(ProviderId::new(0), 1, 500.0);
+    assert_eq!(picks(&p), [1, 2, 1, 2, 1, 2]);
+    // Everyone busy alike: a tie again.
+    for i in 1..3 {
+        p.set(ProviderId::new(i), 1, 500.0);
+    }
+    assert_eq!(picks(&p), [0, 1, 2, 0, 1, 2]);
+    // A recent peak far above a provider's p50 counts as its latency now.
+    let mut p = Pressure::NONE;
+    p.set(ProviderId::new(2), 0, 400_000.0);
+    assert_eq!(picks(&p), [0, 1, 0, 1, 0, 1]);
 }
 
 #[test]
@@ -142,12 +185,12 @@ fn overflow_only_when_nothing_else() {
     s[0].overflow = true;
     let h = health(&[1, 100_000], &[(0, 0), (0, 0)]);
     assert_eq!(
-        choose(&s, &l, &h, &ask(), 1, 0, 0.0),
+        choose(&s, &l, &h, &ask(), &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(1))
     );
     l.providers()[1].park_until(1_000);
     assert_eq!(
-        choose(&s, &l, &h, &ask(), 1, 0, 0.0),
+        choose(&s, &l, &h, &ask(), &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -161,13 +204,13 @@ fn high_water_mark_keeps_deep_providers() {
     let h = health(&[50, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
     let a = Ask { min_head: 99, ..ask() };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody reaches the mark: the deepest is used.
     let a = Ask { min_head: 500, ..ask() };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
     );
     let a = Ask {
@@ -176,7 +219,7 @@ fn high_water_mark_keeps_deep_providers() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(1))
     );
 }
@@ -190,7 +233,9 @@ fn strategies_use_the_same_candidates() {
         strategy: Strategy::RoundRobin,
         ..ask()
     };
-    let picks: Vec<_> = (0..4).map(|r| choose(&statics(3), &l, &h, &rr, 1, r, 0.0)).collect();
+    let picks: Vec<_> = (0..4)
+        .map(|r| choose(&statics(3), &l, &h, &rr, &Pressure::NONE, 1, r, 0.0))
+        .collect();
     assert_eq!(
         picks,
         vec![
@@ -205,7 +250,7 @@ fn strategies_use_the_same_candidates() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &random, 1, 0, 0.99),
+        choose(&statics(3), &l, &h, &random, &Pressure::NONE, 1, 0, 0.99),
         Choice::Provider(ProviderId::new(1))
     );
     let weighted = Ask {
@@ -215,7 +260,10 @@ fn strategies_use_the_same_candidates() {
     let mut s = statics(3);
     s[0].weight = 3.0;
     let zeros = (0..1000)
-        .filter(|k| choose(&s, &l, &h, &weighted, 1, 0, *k as f64 / 1000.0) == Choice::Provider(ProviderId::new(0)))
+        .filter(|k| {
+            choose(&s, &l, &h, &weighted, &Pressure::NONE, 1, 0, *k as f64 / 1000.0)
+                == Choice::Provider(ProviderId::new(0))
+        })
         .count();
     assert!((700..=800).contains(&zeros), "{zeros}");
 }
@@ -237,17 +285,17 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     for r in 0..8 {
         // Below both floors: only the archive node p2, slow as it is.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(400), 1, r, 0.0),
+            choose(&statics(3), &l, &h, &at(400), &Pressure::NONE, 1, r, 0.0),
             Choice::Provider(ProviderId::new(2))
         );
         // Between them: p1 has it and beats p2.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(700), 1, r, 0.0),
+            choose(&statics(3), &l, &h, &at(700), &Pressure::NONE, 1, r, 0.0),
             Choice::Provider(ProviderId::new(1))
         );
         // Above every floor: by score.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(5_000), 1, r, 0.0),
+            choose(&statics(3), &l, &h, &at(5_000), &Pressure::NONE, 1, r, 0.0),
             Choice::Provider(ProviderId::new(0))
         );
     }
@@ -255,7 +303,7 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     let mut st = statics(3);
     st[2].overflow = true;
     assert_eq!(
-        choose(&st, &l, &h, &at(400), 1, 0, 0.0),
+        choose(&st, &l, &h, &at(400), &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(2))
     );
     // Nobody else usable: the pruned ones are still asked (their answer may say more than nothing).
@@ -264,7 +312,7 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
         ..at(400)
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -286,7 +334,9 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         tag: Some((Finality::Safe, l.tags.agreed(Finality::Safe))),
         ..ask()
     };
-    let picks: Vec<_> = (0..6).map(|r| choose(&statics(3), &l, &h, &a, 1, r, 0.0)).collect();
+    let picks: Vec<_> = (0..6)
+        .map(|r| choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, r, 0.0))
+        .collect();
     assert!(!picks.contains(&Choice::Provider(ProviderId::new(0))), "{picks:?}");
     assert!(
         picks.contains(&Choice::Provider(ProviderId::new(1))) && picks.contains(&Choice::Provider(ProviderId::new(2)))
@@ -297,7 +347,7 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &f, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &f, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody at the wanted value: the highest.
@@ -307,7 +357,7 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &high, 1, 0, 0.0),
+        choose(&statics(3), &l, &h, &high, &Pressure::NONE, 1, 0, 0.0),
         Choice::Provider(ProviderId::new(2))
     );
 }

@@ -6,9 +6,17 @@
 //! whose provider's breaker opens, or that falls behind, moves to another provider. Client subscription ids
 //! are Prism's own, so they never change when the socket or provider behind them does.
 //!
-//! Every topic has one delivery task, so ordering is decided in one place: heads only move forward, a gap
-//! is backfilled with `eth_getBlockByNumber` before the next head, and logs missed while resubscribing are
-//! backfilled with `eth_getLogs` and de-duplicated by (blockHash, logIndex).
+//! Every topic has one delivery task, so ordering is decided in one place. Heads (`heads`): each is linked
+//! to the chain delivered before it by its parent; a gap is backfilled with `eth_getBlockByNumber` first, and
+//! a reorg the node announces (a head whose parent is not the last one delivered) is delivered as the node
+//! shows it: the replaced heights again, with their new blocks, once each and in order, so every delivered
+//! head's parent is the head delivered before it at the height below. Logs (`logs`): missed ones are
+//! backfilled with `eth_getLogs` and de-duplicated by (blockHash, logIndex); the logs of blocks a reorg
+//! replaced are delivered again with `"removed": true` before the new ones, as geth sends them.
+//!
+//! The `["newHeads"]` topic is also the shard's *heads feed*: kept without subscribers while logs topics or
+//! the cache need it (`SubHub::keep_heads`), it records every delivered head in the cache's chain record,
+//! which is how a reorg reaches cached answers (`core::cache`) and logs topics.
 
 use crate::rpc::ProviderId;
 use std::cell::{Cell, RefCell};
@@ -32,14 +40,16 @@ use crate::transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 
 use async_tungstenite::tungstenite::Message;
 
-/// Most heads backfilled across one gap; a longer outage resumes from the newest head.
-const MAX_BACKFILL_HEADS: u64 = 128;
-/// How many recent log ids are remembered to drop duplicates after a backfill.
-const RECENT_LOGS: usize = 4096;
-
 pub use crate::rpc::TopicKind;
 
+/// Most heads backfilled across one gap (a longer outage resumes from the newest head), most blocks walked
+/// back to find a reorg's fork, how many delivered heads a topic remembers to link new ones to, and how
+/// many blocks back a logs topic keeps what it delivered (to send it again removed).
+const MAX_BACKFILL_HEADS: u64 = 128;
+
+mod heads;
 pub mod hub;
+mod logs;
 
 use hub::{Inbound, Link, Subscriber, Topic};
 pub use hub::{Outbox, SubHub};
@@ -78,43 +88,23 @@ impl SubHub {
             }
         };
         let hub = &route.subs;
-        let key = super::canon::canonical_key(
-            "eth_subscribe",
-            &crate::rpc::methods::lookup("eth_subscribe"),
-            Some(params),
-        )
-        .ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
+        let key = topic_key(params).ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
         let id = new_subscription_id();
         let existing = hub.topics.borrow().get(&key).cloned();
         let topic = match existing {
             Some(t) => t,
-            None => {
-                let provider = pick_ws_provider(route, &[]).ok_or(SubscribeError::NoProvider)?;
-                let topic = Rc::new(Topic {
-                    kind,
-                    params: params.to_vec(),
-                    provider: Cell::new(Some(provider)),
-                    upstream_id: RefCell::new(None),
-                    subscribers: RefCell::new(Vec::new()),
-                    inbox: RefCell::new(LocalQueue::new(TOPIC_INBOX)),
-                    refused: RefCell::new(Vec::new()),
-                    watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
-                    recent_logs: RefCell::new(VecDeque::new()),
-                });
-                hub.topics.borrow_mut().insert(key.clone(), topic.clone());
-                spawn_delivery(route, &topic, true);
-                hub.ensure_supervisor(route);
-                let link = hub.link(route, provider);
-                link.subscribe(&key, &topic);
-                route.recorder.metrics().subscription(kind, 1);
-                topic
-            }
+            None => open_topic(route, key.clone(), kind, params)?,
         };
+        if kind == TopicKind::Logs {
+            // A logs topic learns of reorgs from the heads feed.
+            SubHub::keep_heads_for(route);
+        }
         topic.subscribers.borrow_mut().push(Rc::new(Subscriber {
             id: id.clone(),
             out: out.clone(),
             mark,
             last_head: Cell::new(route.live.marks.get(mark)),
+            got_heads: Cell::new(false),
         }));
         hub.clients.borrow_mut().insert(id.clone(), key);
         Ok(id)
@@ -129,8 +119,12 @@ impl SubHub {
         let topic = hub.topics.borrow().get(&key).cloned();
         if let Some(topic) = topic {
             topic.subscribers.borrow_mut().retain(|s| s.id != id);
-            if topic.subscribers.borrow().is_empty() {
+            // The heads feed stays while the cache or a logs topic needs it.
+            if topic.subscribers.borrow().is_empty() && !topic.internal.get() {
                 hub.topics.borrow_mut().remove(&key);
+                if hub.heads.borrow().as_ref().is_some_and(|h| Rc::ptr_eq(h, &topic)) {
+                    *hub.heads.borrow_mut() = None;
+                }
                 topic.inbox.borrow().close();
                 route.recorder.metrics().subscription(topic.kind, -1);
                 if let (Some(p), Some(upstream)) = (topic.provider.get(), topic.upstream_id.borrow_mut().take()) {
@@ -142,6 +136,37 @@ impl SubHub {
             }
         }
         true
+    }
+
+    /// Starts the heads feed if the cache asked for one (called by the shard's sweeper, every 100 ms) and a
+    /// provider has a WebSocket.
+    pub fn keep_heads(route: &Rc<NetworkRoute>) {
+        if route.subs.heads_wanted.get()
+            && route.subs.heads.borrow().is_none()
+            && route.upstreams.iter().any(|u| u.ws.is_some())
+        {
+            SubHub::keep_heads_for(route);
+        }
+    }
+
+    /// Makes sure the `["newHeads"]` topic exists, and keeps it without subscribers: the heads feed.
+    fn keep_heads_for(route: &Rc<NetworkRoute>) {
+        if route.solana {
+            return;
+        }
+        let existing = route.subs.heads.borrow().clone();
+        let topic = match existing {
+            Some(t) => t,
+            None => {
+                let params = br#"["newHeads"]"#;
+                let Some(key) = topic_key(params) else { return };
+                match open_topic(route, key, TopicKind::NewHeads, params) {
+                    Ok(t) => t,
+                    Err(_) => return, // no provider with a WebSocket: only final answers are served
+                }
+            }
+        };
+        topic.internal.set(true);
     }
 
     fn link(&self, route: &Rc<NetworkRoute>, provider: ProviderId) -> Rc<Link> {
@@ -229,6 +254,57 @@ fn pick_ws_provider(route: &NetworkRoute, refused: &[ProviderId]) -> Option<Prov
         })
 }
 
+/// The canonical key of a subscription's params: identical subscriptions share a topic.
+fn topic_key(params: &[u8]) -> Option<Vec<u8>> {
+    super::canon::canonical_key(
+        "eth_subscribe",
+        &crate::rpc::methods::lookup("eth_subscribe"),
+        Some(params),
+    )
+}
+
+/// A new topic, subscribed upstream on the best provider with a WebSocket; the `["newHeads"]` one becomes
+/// the hub's heads feed.
+fn open_topic(
+    route: &Rc<NetworkRoute>,
+    key: Vec<u8>,
+    kind: TopicKind,
+    params: &[u8],
+) -> Result<Rc<Topic>, SubscribeError> {
+    let hub = &route.subs;
+    let provider = pick_ws_provider(route, &[]).ok_or(SubscribeError::NoProvider)?;
+    let topic = Rc::new(Topic {
+        kind,
+        params: params.to_vec(),
+        provider: Cell::new(Some(provider)),
+        upstream_id: RefCell::new(None),
+        subscribers: RefCell::new(Vec::new()),
+        inbox: RefCell::new(LocalQueue::new(TOPIC_INBOX)),
+        refused: RefCell::new(Vec::new()),
+        watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
+        recent_logs: RefCell::new(VecDeque::new()),
+        internal: Cell::new(false),
+        delivered: RefCell::new(VecDeque::new()),
+        pending: RefCell::new(Vec::new()),
+        resolving: Cell::new(false),
+        linked: Cell::new(false),
+        logs: RefCell::new(VecDeque::new()),
+        waiting: RefCell::new(VecDeque::new()),
+        backfilling: Cell::new(false),
+        replaced: RefCell::new(VecDeque::new()),
+    });
+    hub.topics.borrow_mut().insert(key.clone(), topic.clone());
+    if Some(key.as_slice()) == topic_key(br#"["newHeads"]"#).as_deref() {
+        *hub.heads.borrow_mut() = Some(topic.clone());
+    }
+    spawn_delivery(route, &topic, true);
+    hub.ensure_supervisor(route);
+    let link = hub.link(route, provider);
+    link.subscribe(&key, &topic);
+    route.recorder.metrics().subscription(kind, 1);
+    Ok(topic)
+}
+
 fn new_subscription_id() -> String {
     format!("0x{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
@@ -285,7 +361,14 @@ async fn run_link(route: Newest, link: Rc<Link>) {
         };
         let deadline = Instant::now() + Duration::from_millis(r.connect_timeout_ms);
         let tls = r.ws_tls.clone();
-        let connected = connect_ws(&ws.url, &ws.addrs, tls, deadline).await;
+        let connected = connect_ws(
+            &ws.url,
+            &ws.addrs,
+            tls,
+            &r.upstreams[link.provider].pool.headers(),
+            deadline,
+        )
+        .await;
         let socket = match connected {
             Ok(s) => s,
             Err(e) => {
@@ -374,25 +457,38 @@ pub fn parse_upstream_frame(text: &[u8]) -> UpstreamFrame<'_> {
 }
 
 fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
-    let (id, upstream) = match parse_upstream_frame(text) {
-        UpstreamFrame::Notification { subscription, result } => {
-            let key = link.by_upstream.borrow().get(subscription).cloned();
-            if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
-                if topic.kind == TopicKind::NewHeads {
-                    if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
-                        // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
-                        if !route.live.observe_head(link.provider, n).accepted() {
-                            return;
+    let (id, upstream) =
+        match parse_upstream_frame(text) {
+            UpstreamFrame::Notification { subscription, result } => {
+                let key = link.by_upstream.borrow().get(subscription).cloned();
+                if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
+                    if topic.kind == TopicKind::NewHeads {
+                        if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
+                            // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
+                            if !route.live.observe_head(link.provider, n).accepted() {
+                                return;
+                            }
                         }
                     }
+                    // A log goes through the heads feed's delivery when the feed reads the same socket: the order
+                    // of heads and logs is then the node's (`logs::in_order`).
+                    let feed =
+                        match topic.kind {
+                            TopicKind::Logs => route.subs.heads.borrow().clone().filter(|h| {
+                                h.provider.get() == Some(link.provider) && h.upstream_id.borrow().is_some()
+                            }),
+                            _ => None,
+                        };
+                    match feed {
+                        Some(heads) => heads.hand_over(route, Inbound::Log(topic, result.to_vec())),
+                        None => topic.hand_over(route, Inbound::Item(result.to_vec())),
+                    }
                 }
-                topic.hand_over(route, Inbound::Item(result.to_vec()));
+                return;
             }
-            return;
-        }
-        UpstreamFrame::Reply { id, subscription } => (id, subscription),
-        UpstreamFrame::Ignored => return,
-    };
+            UpstreamFrame::Reply { id, subscription } => (id, subscription),
+            UpstreamFrame::Ignored => return,
+        };
     let Some(key) = link.pending.borrow_mut().remove(&id) else {
         return;
     };
@@ -414,6 +510,10 @@ fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
         Some(topic) if topic.provider.get() == Some(link.provider) => {
             *topic.upstream_id.borrow_mut() = Some(upstream.to_string());
             link.by_upstream.borrow_mut().insert(upstream.to_string(), key);
+            // Live logs from here on wait behind the backfill of what was missed (`logs::release`); heads
+            // prove nothing to the cache until the next one is linked to what was delivered.
+            topic.backfilling.set(topic.kind == TopicKind::Logs);
+            topic.linked.set(false);
             topic.hand_over(route, Inbound::Resubscribed);
         }
         // The topic went away (or moved) while subscribing: release the upstream subscription.
@@ -432,10 +532,31 @@ impl Topic {
             return;
         }
         inbox.clear();
+        if route
+            .subs
+            .heads
+            .borrow()
+            .as_ref()
+            .is_some_and(|h| std::ptr::eq(Rc::as_ptr(h), Rc::as_ptr(self)))
+        {
+            // Logs were handed to this inbox too: each logs topic backfills what it may have lost.
+            for t in route
+                .subs
+                .topics
+                .borrow()
+                .values()
+                .filter(|t| t.kind == TopicKind::Logs)
+            {
+                t.backfilling.set(true);
+                let _ = t.inbox.borrow().push(Inbound::Resubscribed);
+            }
+        }
         tracing::warn!(network = %route.name, topic = self.kind.name(), "subscription delivery fell behind its upstream; rebuilt with a backfill");
         route.recorder.metrics().ws_topic_rebuilt();
         let fresh = LocalQueue::new(TOPIC_INBOX);
         *self.inbox.borrow_mut() = fresh.clone();
+        self.backfilling.set(self.kind == TopicKind::Logs);
+        self.linked.set(false);
         spawn_delivery(route, self, false);
         let _ = fresh.push(Inbound::Resubscribed);
     }
@@ -455,103 +576,25 @@ fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>, first: bool) {
         while let Some(inbound) = inbox.pop().await {
             let Some(route) = newest.get() else { return };
             match inbound {
-                Inbound::Resubscribed if first => first = false,
+                Inbound::Resubscribed if first => {
+                    first = false;
+                    logs::backfilled(&route, &topic);
+                }
                 Inbound::Resubscribed => {
                     if topic.kind == TopicKind::Logs {
-                        backfill_logs(&route, &topic).await;
+                        logs::backfill(&route, &topic).await;
+                        logs::backfilled(&route, &topic);
                     }
                 }
+                Inbound::Log(logs_topic, log) => logs::in_order(&route, &logs_topic, log),
                 Inbound::Item(result) => match topic.kind {
-                    TopicKind::NewHeads => deliver_head(&route, &topic, result).await,
-                    TopicKind::Logs => deliver_log(&route, &topic, &result),
-                    TopicKind::PendingTransactions => fan_out(&route, &topic, &result, None),
+                    TopicKind::NewHeads => heads::deliver(&route, &topic, result).await,
+                    TopicKind::Logs => logs::deliver(&route, &topic, &result).await,
+                    TopicKind::PendingTransactions => fan_out(&route, &topic, &result, Frame::Plain),
                 },
             }
         }
     });
-}
-
-/// A head: drop it if not newer, backfill a gap first, then deliver.
-async fn deliver_head(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
-    let Some(n) = object_field(&result, "number").and_then(hex_quantity) else {
-        return;
-    };
-    let last = topic.watermark.get();
-    if n <= last && last != 0 {
-        return;
-    }
-    if last != 0 && n > last + 1 {
-        let from = (last + 1).max(n.saturating_sub(MAX_BACKFILL_HEADS));
-        for h in from..n {
-            match fetch(route, "eth_getBlockByNumber", &format!(r#"["0x{h:x}",false]"#)).await {
-                Some(block) if block != b"null" => {
-                    route.recorder.metrics().ws_backfilled(true, 1);
-                    fan_out(route, topic, &block, Some(h));
-                    topic.watermark.set(h);
-                }
-                _ => break,
-            }
-        }
-    }
-    fan_out(route, topic, &result, Some(n));
-    topic.watermark.set(n);
-}
-
-fn log_id(log: &[u8]) -> Option<Vec<u8>> {
-    let mut id = object_field(log, "blockHash")?.to_vec();
-    id.extend_from_slice(object_field(log, "logIndex")?);
-    if let Some(removed) = object_field(log, "removed") {
-        id.extend_from_slice(removed);
-    }
-    Some(id)
-}
-
-fn deliver_log(route: &NetworkRoute, topic: &Topic, log: &[u8]) {
-    if let Some(id) = log_id(log) {
-        let mut recent = topic.recent_logs.borrow_mut();
-        if recent.contains(&id) {
-            return;
-        }
-        recent.push_back(id);
-        if recent.len() > RECENT_LOGS {
-            recent.pop_front();
-        }
-    }
-    if let Some(b) = object_field(log, "blockNumber").and_then(hex_quantity) {
-        topic.watermark.set(topic.watermark.get().max(b));
-    }
-    fan_out(route, topic, log, None);
-}
-
-/// After a resubscription: fetch logs from the block of the last one delivered (a socket can die half-way
-/// through a block) up to the provider's latest; the (blockHash, logIndex) window drops what was delivered.
-async fn backfill_logs(route: &NetworkRoute, topic: &Topic) {
-    let from = topic.watermark.get();
-    let filter = nth_element(&topic.params, 1).unwrap_or(b"{}");
-    let mut params = format!(r#"[{{"fromBlock":"0x{from:x}","toBlock":"latest""#).into_bytes();
-    for field in ["address", "topics"] {
-        if let Some(v) = object_field(filter, field) {
-            params.extend_from_slice(format!(r#","{field}":"#).as_bytes());
-            params.extend_from_slice(v);
-        }
-    }
-    params.extend_from_slice(b"}]");
-    let Some(logs) = fetch(route, "eth_getLogs", std::str::from_utf8(&params).unwrap_or("[]")).await else {
-        return;
-    };
-    let mut i = 0;
-    let mut delivered = 0;
-    while let Some(log) = nth_element(&logs, i) {
-        let before = topic.recent_logs.borrow().len();
-        deliver_log(route, topic, log);
-        if topic.recent_logs.borrow().len() != before {
-            delivered += 1;
-        }
-        i += 1;
-    }
-    if delivered > 0 {
-        route.recorder.metrics().ws_backfilled(false, delivered);
-    }
 }
 
 /// One read through the normal routing path (breakers, retries).
@@ -574,16 +617,33 @@ async fn fetch(route: &NetworkRoute, method: &str, params: &str) -> Option<Vec<u
     }
 }
 
-/// Sends `result` to every subscriber of the topic. A subscriber that cannot keep up is disconnected.
-fn fan_out(route: &NetworkRoute, topic: &Topic, result: &[u8], head: Option<u64>) {
+/// What a frame is to the subscribers of its topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Frame {
+    /// A log or a pending transaction: to everyone.
+    Plain,
+    /// A head at this height: to each subscriber only above the greatest it was given.
+    Head(u64),
+    /// A head at this height that replaces one already delivered (a reorg): to each subscriber that was
+    /// given heads, whatever it was given.
+    Replacing(u64),
+}
+
+/// Sends `result` to every subscriber of the topic, as `frame` says. A subscriber that cannot keep up is
+/// disconnected.
+fn fan_out(route: &NetworkRoute, topic: &Topic, result: &[u8], frame: Frame) {
     let subscribers = topic.subscribers.borrow().clone();
     for s in subscribers {
-        if let Some(h) = head {
-            if h <= s.last_head.get() {
-                continue; // never twice, never backwards, per subscriber
+        match frame {
+            Frame::Plain => {}
+            // Never twice, never backwards, per subscriber.
+            Frame::Head(h) if h <= s.last_head.get() => continue,
+            Frame::Replacing(_) if !s.got_heads.get() => continue,
+            Frame::Head(h) | Frame::Replacing(h) => {
+                s.last_head.set(s.last_head.get().max(h));
+                s.got_heads.set(true);
+                route.live.marks.raise(s.mark, h);
             }
-            s.last_head.set(h);
-            route.live.marks.raise(s.mark, h);
         }
         let mut msg = Vec::with_capacity(96 + s.id.len() + result.len());
         msg.extend_from_slice(br#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"#);
