@@ -231,6 +231,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             let keep_alive = answering.await && keep_alive;
             shard.spare_bodies.give(body);
             if let Some(up) = self.upgrade.take() {
+                // The session reads and writes its own frames: the connection's buffers go back to the
+                // shard now rather than sit beside every subscriber for the session's life.
+                shard.spare_out.give(std::mem::take(&mut self.out));
+                self.buf = ReadBuf::idle(IDLE_READ);
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
                 // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
                 Box::pin(super::ws::serve_client(
@@ -280,10 +284,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     async fn wait_for_request(&mut self) -> bool {
         let idle_ms = self.shard.gen().limits.idle_timeout_ms;
         let idle_until = Instant::now() + Duration::from_millis(idle_ms);
-        let shard = &*self.shard;
+        // Disjoint borrows: the read takes the buffer and the stream, both halves read the shard.
+        let Connection { buf, stream, shard, .. } = self;
+        let shard: &Shard = shard;
         let read = futures_lite::future::or(
             async {
-                let read = self.buf.read_idle_from(&mut self.stream, IDLE_READ, &shard.spare_in);
+                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare_in);
                 Some(timeout_at(idle_until, read).await)
             },
             async {

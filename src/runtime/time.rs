@@ -49,3 +49,50 @@ impl<F: Future> Future for Timeout<F> {
         Pin::new(this.deadline).poll(cx).map(|()| Err(Elapsed))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::test_shard;
+
+    #[test]
+    fn ready_work_wins_even_past_its_deadline() {
+        let past = Instant::now() - Duration::from_millis(1);
+        assert_eq!(test_shard(timeout_at(past, async { 7 })), Ok(7));
+    }
+
+    #[test]
+    fn work_still_waiting_at_its_deadline_is_elapsed_and_not_before() {
+        let start = Instant::now();
+        let due = start + Duration::from_millis(30);
+        let out = test_shard(timeout_at(due, sleep(Duration::from_secs(30))));
+        assert_eq!(out, Err(Elapsed));
+        assert!(Instant::now() >= due, "elapsed before its deadline");
+    }
+
+    #[test]
+    fn work_done_before_its_deadline_is_its_output() {
+        let out = test_shard(async {
+            timeout_at(Instant::now() + Duration::from_secs(30), async {
+                sleep(Duration::from_millis(5)).await;
+                "done"
+            })
+            .await
+        });
+        assert_eq!(out, Ok("done"));
+    }
+
+    /// The reason it is a hand-written future: the work is kept once, beside its deadline (an idle
+    /// connection's task holds one of these for as long as the client stays).
+    #[test]
+    fn holds_the_work_once() {
+        let work = async {
+            let big = [0u8; 1024];
+            sleep(Duration::from_millis(1)).await;
+            big.len()
+        };
+        let work_size = std::mem::size_of_val(&work);
+        let t = timeout_at(Instant::now(), work);
+        assert!(std::mem::size_of_val(&t) <= work_size + std::mem::size_of::<Deadline>() + 8);
+    }
+}

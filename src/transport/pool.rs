@@ -244,8 +244,8 @@ impl UpstreamPool {
         Some(Slot(self.slots.clone()))
     }
 
-    /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
-    /// Frees request buffers no call took since the last trim (`SpareBufs::trim`); returns the bytes.
+    /// Frees the request and read buffers no call took since the last trim (`SpareBufs::trim`); returns
+    /// the bytes.
     pub fn trim_spares(&self) -> usize {
         self.requests.trim() + self.reads.trim()
     }
