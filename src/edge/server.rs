@@ -44,7 +44,9 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
             Some(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
-                shard.open_local.set(shard.open_local.get() + 1);
+                let open_here = shard.open_local.get() + 1;
+                shard.open_local.set(open_here);
+                shard.open_peak.set(shard.open_peak.get().max(open_here));
                 let guard = ConnGuard(shard.clone());
                 if open > shard.gen().limits.max_connections {
                     let close_timeout = Duration::from_millis(shard.gen().limits.close_timeout_ms);
