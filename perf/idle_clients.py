@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Memory held by idle keep-alive clients: N client connections each send one distinct call, get its answer,
 and stay open and silent. Prints the proxy's RSS before (started, idle), after the calls, and per idle
-connection, for Prism (1 shard, dedupe and cache off) and, when nginx is installed, an nginx worker in the same
-setup as perf/compare.sh. Issue 15: Prism held ~17 KiB per idle connection; aim <= 50 MiB at 10 000.
-Stops by itself.
+connection, then closes them all and reads the RSS again AFTER_S seconds later (is the memory given back?),
+for Prism (1 shard, dedupe and cache off) and, when nginx is installed, an nginx worker in the same setup as
+perf/compare.sh. Issue 15: Prism held ~17 KiB per idle connection; issue 40: <= 40 MiB at 10 000, and within
+20 % of the idle figure 30 s after they closed. Stops by itself.
 
-Usage: idle_clients.py PRISM_BIN [N]   (raises its own open-file limit; run as root for N > ~500 000)
+Usage: idle_clients.py PRISM_BIN [N] [AFTER_S]   (N 10000, AFTER_S 30; raises its own open-file limit; run
+as root for N > ~500 000; NGINX=0 skips nginx)
 """
 import os
 import resource
@@ -33,7 +35,7 @@ def call(sock, i):
         raise SystemExit(f"connection {i}: {rest[:200]!r}")
 
 
-def measure(name, port, pids, n, connect_first):
+def measure(name, port, pids, n, connect_first, after_s):
     time.sleep(0.5)  # let start-up settle: the first reading is the idle process
     before = rss_kib(pids)
     socks, accepted = [], None
@@ -55,12 +57,18 @@ def measure(name, port, pids, n, connect_first):
     per = (after - before) / n if n else 0
     print(f"{name:<6} idle {before / 1024:6.1f} MiB   with {n} idle clients {after / 1024:6.1f} MiB   "
           f"{per:5.2f} KiB per idle connection"
-          + (f" ({(accepted - before) / n:5.2f} KiB of it before the first byte)" if accepted is not None else ""))
+          + (f" ({(accepted - before) / n:5.2f} KiB of it before the first byte)" if accepted is not None else ""),
+          flush=True)
+    time.sleep(after_s)
+    closed = rss_kib(pids)
+    print(f"{name:<6} {after_s:.0f} s after all {n} closed {closed / 1024:6.1f} MiB "
+          f"({100.0 * (closed - before) / before:+.1f} % over idle)", flush=True)
 
 
 def main():
     prism_bin = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    after_s = float(sys.argv[3]) if len(sys.argv) > 3 else 30
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = n + 1000  # each process (this client, the proxy) holds one end of each connection
     if hard < want:
@@ -76,10 +84,10 @@ def main():
         up = start_fast_upstream(ROOT, procs)
         port, p = start_prism(prism_bin, work, up, procs,
                               f"idle_timeout_ms = 600000\nmax_connections = {n + 100}")
-        measure("prism", port, [p.pid], n, True)
+        measure("prism", port, [p.pid], n, True, after_s)
 
         nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-        if nginx:
+        if nginx and os.environ.get("NGINX", "1") != "0":
             ng = os.path.join(work, "nginx")
             os.makedirs(os.path.join(ng, "logs"))
             ng_port = free_port()
@@ -118,7 +126,7 @@ http {{
                 if workers:
                     break
                 time.sleep(0.05)
-            measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n, False)
+            measure("nginx", ng_port, [m.pid] + [int(w) for w in workers], n, False, after_s)
     finally:
         stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)

@@ -44,7 +44,9 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
             Some(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
-                shard.open_local.set(shard.open_local.get() + 1);
+                let open_here = shard.open_local.get() + 1;
+                shard.open_local.set(open_here);
+                shard.open_peak.set(shard.open_peak.get().max(open_here));
                 let guard = ConnGuard(shard.clone());
                 if open > shard.gen().limits.max_connections {
                     let close_timeout = Duration::from_millis(shard.gen().limits.close_timeout_ms);
@@ -52,28 +54,22 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
                         let _guard = guard;
                         refuse_overload(stream, close_timeout).await;
                     });
+                } else if shard.tls.is_none() {
+                    // Built here and moved into the task whole: a task keeps a place for each value it
+                    // captures for its whole life, so building the connection inside it from a captured
+                    // stream would keep the stream twice (perf/idle_clients.py; -Zprint-type-sizes).
+                    let fd = stream.as_raw_fd();
+                    let mut conn = Connection::new(stream, fd, shard.clone());
+                    spawn(async move {
+                        let _guard = guard;
+                        conn.serve().await;
+                    });
                 } else {
                     let shard = shard.clone();
                     spawn(async move {
                         let _guard = guard;
-                        let fd = stream.as_raw_fd();
-                        match &shard.tls {
-                            None => Connection::new(stream, fd, &shard).run().await,
-                            // Boxed so a plain connection's task does not carry the TLS state's size.
-                            Some(tls) => {
-                                Box::pin(async {
-                                    let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
-                                    let until =
-                                        Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
-                                    match timeout_at(until, acceptor.accept(stream)).await {
-                                        Ok(Ok(tls_stream)) => Connection::new(tls_stream, fd, &shard).run().await,
-                                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                                        Err(_) => tracing::debug!("TLS handshake timed out"),
-                                    }
-                                })
-                                .await
-                            }
-                        }
+                        // Boxed so a plain connection's task does not carry the TLS state's size.
+                        Box::pin(serve_tls(stream, shard)).await;
                     });
                 }
             }
@@ -94,6 +90,19 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
             open = shard.open_local.get(),
             "drain deadline passed with connections still open"
         );
+    }
+}
+
+/// A TLS connection: the handshake (its state boxed, and freed once it is over), then the requests.
+async fn serve_tls(stream: TcpStream, shard: Rc<Shard>) {
+    let Some(tls) = &shard.tls else { return };
+    let fd = stream.as_raw_fd();
+    let acceptor = futures_rustls::TlsAcceptor::from(tls.for_shard(shard.id));
+    let until = Instant::now() + Duration::from_millis(shard.gen().limits.client_timeout_ms);
+    match timeout_at(until, Box::pin(acceptor.accept(stream))).await {
+        Ok(Ok(tls_stream)) => Connection::new(tls_stream, fd, shard.clone()).serve().await,
+        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
     }
 }
 
@@ -164,34 +173,42 @@ struct Upgrade {
     key: Option<usize>,
 }
 
-struct Connection<'s, S> {
-    upgrade: Option<Upgrade>,
+/// One client connection. What it holds while idle is what 10 000 idle clients cost (perf/idle_clients.py):
+/// no buffers (they go back to the shard), the rare upgrade boxed, and a task whose future keeps only the
+/// idle wait inline (reading the rest of a request and answering it run in homes the shard lends).
+struct Connection<S> {
+    upgrade: Option<Box<Upgrade>>,
     stream: S,
     /// The socket under `stream` (TLS or not), to reset it when it cannot be closed in time.
     fd: RawFd,
     buf: ReadBuf,
     out: Vec<u8>,
-    /// The diagnostic header lines of the response being written (kept: no allocation per request).
-    headers: Vec<u8>,
-    shard: &'s Shard,
+    shard: Rc<Shard>,
 }
 
-impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
-    fn new(stream: S, fd: RawFd, shard: &'s Shard) -> Self {
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    fn new(stream: S, fd: RawFd, shard: Rc<Shard>) -> Self {
         Connection {
             upgrade: None,
             stream,
             fd,
             buf: ReadBuf::idle(IDLE_READ),
             out: Vec::new(),
-            headers: Vec::new(),
             shard,
         }
     }
 
-    async fn run(mut self) {
+    /// Serves requests until the connection is over (or has become a WebSocket session), then closes it.
+    async fn serve(&mut self) {
         loop {
-            let (head, body) = match self.read_request().await {
+            if self.buf.is_empty() && !self.wait_for_request().await {
+                return self.finish().await;
+            }
+            // In a home the shard lends: reading a request's rest is a large future (a body, chunks, a
+            // `100 Continue`), needed only while a request arrives.
+            let shard = self.shard.clone();
+            let read = shard.request_homes.pin_with(|| self.read_request()).await;
+            let (head, body) = match read {
                 Ok(r) => r,
                 Err(NoRequest::Quiet) => return self.finish().await,
                 Err(NoRequest::Refuse(status, why)) => {
@@ -212,18 +229,20 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
             // from the shard per request and given back after, as the buffers are (a fresh box each time
             // took malloc's slow path: it is too large for the thread cache); keep rare paths boxed below
             // it (dial, the hedge) so it stays small: -Zprint-type-sizes shows the sizes.
-            let shard = self.shard;
             let answering = shard.answer_homes.pin_with(|| self.respond(&head, &body, keep_alive));
             let keep_alive = answering.await && keep_alive;
-            self.shard.spare_bodies.give(body);
+            shard.spare_bodies.give(body);
             if let Some(up) = self.upgrade.take() {
-                let Connection { stream, fd, shard, .. } = self;
+                // The session reads and writes its own frames: the connection's buffers go back to the
+                // shard now rather than sit beside every subscriber for the session's life.
+                shard.spare_out.give(std::mem::take(&mut self.out));
+                self.buf = ReadBuf::idle(IDLE_READ);
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
                 // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
                 Box::pin(super::ws::serve_client(
-                    stream,
-                    fd,
-                    shard,
+                    &mut self.stream,
+                    self.fd,
+                    &shard,
                     &up.gen.networks[up.route],
                     up.caller,
                     key,
@@ -247,7 +266,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
 
     /// The connection is over: FIN after the last bytes, or a reset when the client does not take them
     /// within `limits.close_timeout_ms`.
-    async fn finish(mut self) {
+    async fn finish(&mut self) {
         let within = Duration::from_millis(self.shard.gen().limits.close_timeout_ms);
         close_or_reset(&mut self.stream, self.fd, within).await;
     }
@@ -262,36 +281,33 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
         matches!(written, Ok(Ok(())))
     }
 
-    /// Reads one request: the head within the idle timeout of the previous request, then the rest of the
-    /// head and the body within the slow-client timeout.
+    /// Waits for the first bytes of the next request, within the idle timeout of the previous one, holding
+    /// no buffer meanwhile. False when the client closed or stayed idle, or the shard shuts down.
+    async fn wait_for_request(&mut self) -> bool {
+        let idle_ms = self.shard.gen().limits.idle_timeout_ms;
+        let idle_until = Instant::now() + Duration::from_millis(idle_ms);
+        // Disjoint borrows: the read takes the buffer and the stream, both halves read the shard.
+        let Connection { buf, stream, shard, .. } = self;
+        let shard: &Shard = shard;
+        let read = futures_lite::future::or(
+            async {
+                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare_in);
+                Some(timeout_at(idle_until, read).await)
+            },
+            async {
+                shard.local_shutdown.triggered().await;
+                None
+            },
+        )
+        .await;
+        matches!(read, Some(Ok(Ok(n))) if n > 0)
+    }
+
+    /// Reads the rest of a request whose first bytes are buffered: the rest of the head and the body within
+    /// the slow-client timeout.
     async fn read_request(&mut self) -> Result<(RequestHead, Vec<u8>), NoRequest> {
         let gen = self.shard.gen();
         let limits = &gen.limits;
-        if self.buf.is_empty() {
-            let idle_until = Instant::now() + Duration::from_millis(limits.idle_timeout_ms);
-            let shutdown = &self.shard.local_shutdown;
-            let read = futures_lite::future::or(
-                async {
-                    Some(
-                        timeout_at(
-                            idle_until,
-                            self.buf
-                                .read_idle_from(&mut self.stream, IDLE_READ, &self.shard.spare_in),
-                        )
-                        .await,
-                    )
-                },
-                async {
-                    shutdown.triggered().await;
-                    None
-                },
-            )
-            .await;
-            match read {
-                Some(Ok(Ok(n))) if n > 0 => {}
-                _ => return Err(NoRequest::Quiet),
-            }
-        }
         let client_until = Instant::now() + Duration::from_millis(limits.client_timeout_ms);
         let head = loop {
             match parse_head(self.buf.filled(), limits.max_header_bytes) {
@@ -463,12 +479,12 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 self.out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
                 self.out.extend_from_slice(accept.as_bytes());
                 self.out.extend_from_slice(b"\r\n\r\n");
-                self.upgrade = Some(Upgrade {
+                self.upgrade = Some(Box::new(Upgrade {
                     gen: gen.clone(),
                     route,
                     caller: caller(key, head),
                     key: key.map(|k| k.index),
-                });
+                }));
             }
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
@@ -483,13 +499,14 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                 let diag = Diagnosis::default();
                 let network = &gen.networks[route];
                 let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
-                self.headers.clear();
+                // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
+                let mut headers = self.shard.spare_out.take_empty();
                 if gen.diagnostic_headers {
-                    diag.write_headers(&mut self.headers, &network.route);
+                    diag.write_headers(&mut headers, &network.route);
                 }
-                diag.write_verified(&mut self.headers);
+                diag.write_verified(&mut headers);
                 let meta = |extra| ResponseMeta {
-                    raw: &self.headers,
+                    raw: &headers,
                     ..meta(extra)
                 };
                 let metrics = self.shard.recorder.metrics();
@@ -512,6 +529,7 @@ impl<'s, S: AsyncRead + AsyncWrite + Unpin> Connection<'s, S> {
                         self.shard.rpc.answers.give(body);
                     }
                 }
+                self.shard.spare_out.give(headers);
             }
             Method::Other => {
                 let mut b = Vec::new();

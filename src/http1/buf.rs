@@ -122,6 +122,26 @@ impl ReadBuf {
         .await
     }
 
+    /// Hands the buffer to `spares` when nothing is buffered, for a connection going idle: it holds none
+    /// until [`ReadBuf::take_from`] before its next read.
+    pub fn give_to(&mut self, spares: &SpareBufs) {
+        if self.is_empty() && !self.data.is_empty() {
+            self.start = 0;
+            self.end = 0;
+            spares.give(std::mem::take(&mut self.data));
+        }
+    }
+
+    /// Takes a buffer from `spares` (or a new one) when it holds none, at its home size.
+    pub fn take_from(&mut self, spares: &SpareBufs) {
+        if self.data.is_empty() {
+            self.data = spares.take();
+            if self.data.len() < self.home {
+                self.data.resize(self.home, 0);
+            }
+        }
+    }
+
     /// Gives memory back after an unusually large message, so idle connections stay small.
     pub fn shrink_to(&mut self, cap: usize) {
         if self.data.len() > cap && self.len() <= cap {

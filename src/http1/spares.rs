@@ -17,6 +17,8 @@ pub struct SpareBufs {
     bufs: RefCell<Vec<Vec<u8>>>,
     /// The fewest buffers kept at any moment since the last `trim`: the bottom `low` were never taken.
     low: Cell<usize>,
+    /// Bytes of the buffers `give` did not keep since the last `trim` (freed to malloc there and then).
+    dropped: Cell<usize>,
     keep_count: usize,
     keep_bytes: usize,
 }
@@ -41,6 +43,7 @@ impl SpareBufs {
         SpareBufs {
             bufs: RefCell::new(Vec::new()),
             low: Cell::new(0),
+            dropped: Cell::new(0),
             keep_count,
             keep_bytes,
         }
@@ -67,24 +70,28 @@ impl SpareBufs {
 
     /// Keeps `buf` for a later `take`, unless it holds nothing or too much, or enough are kept.
     pub fn give(&self, buf: Vec<u8>) {
-        if buf.capacity() == 0 || buf.capacity() > self.keep_bytes {
+        let cap = buf.capacity();
+        if cap == 0 {
             return;
         }
         let mut bufs = self.bufs.borrow_mut();
-        if bufs.len() < self.keep_count {
+        if cap <= self.keep_bytes && bufs.len() < self.keep_count {
             bufs.push(buf);
+        } else {
+            self.dropped.set(self.dropped.get() + cap);
         }
     }
 
     /// Frees the buffers no `take` reached since the last trim (the bottom of the stack) and returns how
-    /// many bytes of capacity that gave back. A shard that keeps as busy as before keeps what it uses; one
-    /// whose burst is over is back to nothing kept after two trims.
+    /// many bytes of capacity went back to malloc since the last trim: those, and the buffers `give` did
+    /// not keep (a burst wider than `keep_count` frees its surplus as it ends). A shard that keeps as busy
+    /// as before keeps what it uses; one whose burst is over is back to nothing kept after two trims.
     pub fn trim(&self) -> usize {
         let mut bufs = self.bufs.borrow_mut();
         let unused = self.low.get().min(bufs.len());
-        let freed = bufs.drain(..unused).map(|b| b.capacity()).sum();
+        let freed: usize = bufs.drain(..unused).map(|b| b.capacity()).sum();
         self.low.set(bufs.len());
-        freed
+        freed + self.dropped.replace(0)
     }
 
     /// Buffers kept now, and their capacity in bytes.
@@ -127,6 +134,22 @@ mod tests {
             kept += 1;
         }
         assert_eq!(kept, KEEP_COUNT);
+    }
+
+    #[test]
+    fn trim_counts_the_buffers_give_did_not_keep() {
+        let spares = SpareBufs::new(2, 100);
+        spares.give(Vec::with_capacity(500));
+        for _ in 0..3 {
+            spares.give(Vec::with_capacity(100));
+        }
+        spares.give(Vec::new());
+        assert_eq!(spares.kept().0, 2);
+        // The first trim frees nothing kept (both arrived since the count began) but reports what was
+        // dropped: 500 over the size bound, 100 over the count.
+        assert_eq!(spares.trim(), 600);
+        assert_eq!(spares.trim(), 200, "then the two no take reached");
+        assert_eq!(spares.trim(), 0);
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod park_tests;
 pub use shards::{run_shards, ShardId, ShardPlacement};
 pub use shutdown::{LocalShutdown, Shutdown};
 pub use spare_box::{Recycled, SpareBoxes};
-pub use time::{sleep, timeout_at, Elapsed};
+pub use time::{sleep, timeout_at, Elapsed, Timeout};
 
 /// Sockets of the shard's own io_uring ring.
 pub mod net {

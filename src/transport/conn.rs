@@ -71,17 +71,21 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// A connection plus the bytes read from it but not yet used.
+/// A connection plus the bytes read from it but not yet used. Its buffer is lent by the pool for each
+/// exchange (`ReadBuf::take_from`), so a connection idle in the pool holds none.
 pub struct Conn {
     pub stream: Stream,
     pub buf: ReadBuf,
 }
 
+/// The read buffer an upstream exchange uses.
+pub const READ_BUF: usize = 16 * 1024;
+
 impl Conn {
     pub fn new(stream: Stream) -> Self {
         Conn {
             stream,
-            buf: ReadBuf::with_capacity(16 * 1024),
+            buf: ReadBuf::idle(READ_BUF),
         }
     }
 }

@@ -12,6 +12,10 @@
 //! shard: beyond that a call waits, first in first out, for one to come back or close, until its deadline,
 //! then fails with [`TransportError::ConnectionLimit`]. A burst cannot exhaust file descriptors, and the
 //! wait is Prism's own limit, never the provider's failure.
+//!
+//! What a burst or a stall leaves behind is given back: an idle connection holds no read buffer (the pool
+//! lends one per exchange), and idle connections no call took during a whole [`SURPLUS_WINDOW`] are
+//! closed, all but one, without waiting for their `idle_timeout`.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -73,6 +77,13 @@ impl Drop for Slot {
 /// keep-alive race rule at the cost of one resend. A call that is not replay-safe always peeks.
 const PEEK_AFTER: Duration = Duration::from_secs(1);
 
+/// Idle connections that stayed idle through a whole window of this length were not needed by the load of
+/// that window (a stall or a burst opened them): all but [`KEEP_SPARE`] of them are closed.
+pub const SURPLUS_WINDOW: Duration = Duration::from_secs(5);
+/// Idle connections kept through a window in which none was taken, so a trickle of calls (one every few
+/// seconds) does not dial each time.
+const KEEP_SPARE: usize = 1;
+
 pub struct UpstreamPool {
     endpoint: Endpoint,
     addrs: Arc<[SocketAddr]>,
@@ -83,6 +94,12 @@ pub struct UpstreamPool {
     slots: Rc<Slots>,
     /// Request buffers between calls.
     requests: SpareBufs,
+    /// Read buffers between exchanges: idle connections hold none.
+    reads: SpareBufs,
+    /// The fewest idle connections since `window` began: that many were not needed in it.
+    idle_low: Cell<usize>,
+    /// When the current surplus window began (the first sweep starts the first one).
+    window: Cell<Option<Instant>>,
     /// The provider's own header lines (credentials), replaced by a reload that rotates them.
     headers: RefCell<ExtraHeaders>,
 }
@@ -110,6 +127,9 @@ impl UpstreamPool {
             next_addr: Cell::new(0),
             slots: Rc::new(Slots::default()),
             requests: SpareBufs::small(),
+            reads: SpareBufs::small(),
+            idle_low: Cell::new(0),
+            window: Cell::new(None),
             headers: RefCell::new(ExtraHeaders::default()),
         })
     }
@@ -224,31 +244,54 @@ impl UpstreamPool {
         Some(Slot(self.slots.clone()))
     }
 
-    /// Closes idle connections past their idle timeout. Called from the shard's housekeeping timer.
-    /// Frees request buffers no call took since the last trim (`SpareBufs::trim`); returns the bytes.
+    /// Frees the request and read buffers no call took since the last trim (`SpareBufs::trim`); returns
+    /// the bytes.
     pub fn trim_spares(&self) -> usize {
-        self.requests.trim()
+        self.requests.trim() + self.reads.trim()
     }
 
+    /// Closes idle connections past their idle timeout, and at the end of each [`SURPLUS_WINDOW`] the
+    /// oldest of those no call took during it (keeping [`KEEP_SPARE`]). Called from the shard's
+    /// housekeeping loop.
     pub fn sweep(&self, now: Instant) {
         let timeout = self.settings.idle_timeout;
-        self.idle.borrow_mut().retain(|i| now.duration_since(i.since) < timeout);
+        let mut idle = self.idle.borrow_mut();
+        idle.retain(|i| now.duration_since(i.since) < timeout);
+        match self.window.get() {
+            Some(began) if now.duration_since(began) < SURPLUS_WINDOW => return,
+            Some(_) => {
+                // The bottom of the stack is the oldest: a call takes the newest first.
+                let surplus = self.idle_low.get().min(idle.len()).saturating_sub(KEEP_SPARE);
+                if surplus > 0 {
+                    tracing::debug!(upstream = %self.endpoint, surplus, "closing idle connections the load did not need");
+                    idle.drain(..surplus);
+                }
+            }
+            None => {}
+        }
+        self.window.set(Some(now));
+        self.idle_low.set(idle.len());
     }
 
     fn checkout(&self, replay_safe: bool) -> Option<(Conn, Slot)> {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
-        while let Some(Idle { conn, slot, since }) = idle.pop() {
+        let taken = loop {
+            let Some(Idle { conn, slot, since }) = idle.pop() else {
+                break None;
+            };
             let age = now.duration_since(since);
             let trusted = replay_safe && age < PEEK_AFTER;
             if age < self.settings.idle_timeout && (trusted || conn.stream.looks_alive()) {
-                return Some((conn, slot));
+                break Some((conn, slot));
             }
-        }
-        None
+        };
+        self.idle_low.set(self.idle_low.get().min(idle.len()));
+        taken
     }
 
-    fn checkin(&self, conn: Conn, slot: Slot) {
+    fn checkin(&self, mut conn: Conn, slot: Slot) {
+        conn.buf.give_to(&self.reads);
         let mut idle = self.idle.borrow_mut();
         if idle.len() < self.settings.max_idle {
             idle.push(Idle {
@@ -270,6 +313,7 @@ impl UpstreamPool {
         deadline: Instant,
     ) -> Result<UpstreamResponse, (TransportError, bool)> {
         let written = Cell::new(false);
+        conn.buf.take_from(&self.reads);
         let work = async {
             written.set(true);
             if conn.stream.write_all(request).await.is_err() || conn.stream.flush().await.is_err() {
@@ -281,6 +325,8 @@ impl UpstreamPool {
             Ok(Ok(resp)) => {
                 if resp.reusable {
                     self.checkin(conn, slot);
+                } else {
+                    conn.buf.give_to(&self.reads);
                 }
                 Ok(resp)
             }

@@ -870,3 +870,65 @@ fn fresh_place_at_the_cap_closes_the_oldest_idle_connection() {
         assert_eq!(pool.slots.open.get(), 2);
     });
 }
+
+#[test]
+fn an_idle_connection_holds_no_read_buffer() {
+    let server = Server::start(echo);
+    let pool = pool(&server, settings());
+    run(async {
+        post(&pool, "a").await.unwrap();
+        assert_eq!(
+            pool.idle.borrow()[0].conn.buf.capacity(),
+            0,
+            "the buffer went back to the pool"
+        );
+        assert_eq!(text(&post(&pool, "b").await.unwrap()), "re:b");
+        assert_eq!(pool.idle.borrow()[0].conn.buf.capacity(), 0);
+    });
+    assert_eq!(server.accepted(), 1);
+}
+
+/// Four calls at once (a stall or a burst) leave four idle connections. A window in which no call needed
+/// them closes all but one, oldest first; a window in which calls took some keeps what they took.
+#[test]
+fn idle_connections_no_call_needed_for_a_whole_window_are_closed_but_one() {
+    let gate = Gate::default();
+    let server = holding(&gate);
+    let pool = pool(&server, settings());
+    run(async {
+        let start = Instant::now();
+        pool.sweep(start); // the first window begins
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let p = pool.clone();
+                glommio::spawn_local(async move { post(&p, "held").await })
+            })
+            .collect();
+        until("four connections", || server.conn_of("held").len() == 4).await;
+        gate.open();
+        for c in calls {
+            c.await.unwrap();
+        }
+        assert_eq!(pool.idle.borrow().len(), 4);
+        // The window in which they opened had none idle at its start: nothing is surplus yet.
+        pool.sweep(start + SURPLUS_WINDOW);
+        assert_eq!(pool.idle.borrow().len(), 4);
+        // One call in the next window: one connection was needed, three were not (one of those is kept).
+        post(&pool, "a").await.unwrap();
+        assert_eq!(pool.idle.borrow().len(), 4);
+        let newest: Vec<Instant> = pool.idle.borrow().iter().map(|i| i.since).collect();
+        pool.sweep(start + SURPLUS_WINDOW * 2);
+        assert_eq!(
+            pool.idle.borrow().len(),
+            4 - (3 - 1),
+            "of three never taken, one is kept"
+        );
+        let kept: Vec<Instant> = pool.idle.borrow().iter().map(|i| i.since).collect();
+        assert_eq!(kept, newest[2..], "the oldest are closed");
+        assert_eq!(pool.slots.open.get(), 2, "closing frees their places");
+        // A quiet window keeps the spare.
+        pool.sweep(start + SURPLUS_WINDOW * 3);
+        pool.sweep(start + SURPLUS_WINDOW * 4);
+        assert_eq!(pool.idle.borrow().len(), 1);
+    });
+}
