@@ -39,6 +39,14 @@ if [ "$(ulimit -l)" != "unlimited" ] && [ "$(ulimit -l)" -lt 8192 ]; then
   ulimit -l 8192 2>/dev/null || echo "warning: ulimit -l is $(ulimit -l) KiB; glommio may refuse to start" >&2
 fi
 
+# One build, nothing kept for a second: incremental state would add gigabytes CI never reads back.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# A clean build of every test binary takes about 2 GB (Cargo.toml's dev profile keeps line tables only).
+free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "${free_kb:-0}" -lt 3000000 ]; then
+  echo "warning: $((free_kb / 1024)) MiB free here; building the tests needs about 2 GiB" >&2
+fi
+
 echo "== layers (scripts/layers.py: no wrong-way import, no new import cycle)"
 python3 scripts/layers.py
 echo "== cargo fmt --check"
