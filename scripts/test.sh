@@ -55,4 +55,4 @@ echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
 # Each integration test starts real Prism processes (and Redis, Chromium); keep parallelism sane for 2 cores.
-cargo test --locked -- --test-threads="${PRISM_TEST_THREADS:-4}"
+cargo test --locked --no-fail-fast -- --test-threads="${PRISM_TEST_THREADS:-4}"

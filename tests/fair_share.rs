@@ -106,6 +106,17 @@ fn run(
     warm: Duration,
     measure: Duration,
 ) -> Vec<Arc<Tally>> {
+    run_watching(tenants, warm, measure, &mut || {})
+}
+
+/// [`run`], calling `edge` as the measured window opens and as it closes (to read a provider's counts over
+/// the same window).
+fn run_watching(
+    tenants: &[(std::net::SocketAddr, &'static str, f64, usize)],
+    warm: Duration,
+    measure: Duration,
+    edge: &mut dyn FnMut(),
+) -> Vec<Arc<Tally>> {
     let stop = Arc::new(AtomicBool::new(false));
     let counting = Arc::new(AtomicBool::new(false));
     let tallies: Vec<Arc<Tally>> = tenants.iter().map(|_| Arc::new(Tally::default())).collect();
@@ -123,8 +134,10 @@ fn run(
     }
     thread::sleep(warm);
     counting.store(true, Ordering::Relaxed);
+    edge();
     thread::sleep(measure);
     counting.store(false, Ordering::Relaxed);
+    edge();
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join().unwrap();
@@ -191,14 +204,16 @@ fn a_tenant_over_its_share_goes_to_another_provider_first() {
     support::wait_serving(&prism, &["p1", "p2"]);
     let addr = prism.addr();
     let measure = Duration::from_secs(3);
-    let before = p1.count("eth_getBalance");
-    let started = Instant::now();
-    let t = run(
+    // p1's calls over the measured window: the quota is steered by the rate p1 was sent recently, which
+    // starts from nothing, so the warm-up's first moments are not what the quota holds to.
+    let mut window: Vec<(usize, Instant)> = Vec::new();
+    let t = run_watching(
         &[(addr, "key-a", 200.0, 2), (addr, "key-b", 20.0, 1)],
         Duration::from_secs(1),
         measure,
+        &mut || window.push((p1.count("eth_getBalance"), Instant::now())),
     );
-    let p1_rate = (p1.count("eth_getBalance") - before) as f64 / started.elapsed().as_secs_f64();
+    let p1_rate = (window[1].0 - window[0].0) as f64 / (window[1].1 - window[0].1).as_secs_f64();
     for tally in &t {
         assert_eq!(
             tally.refused.load(Ordering::Relaxed),
@@ -321,8 +336,10 @@ fn credits_are_counted_per_method_and_quota_burns_in_credits() {
         during.1 - before.1
     );
     let credits_per_s = late_priced as f64 * 26.0 / 2.0;
+    // Steering is by the burn measured over the last moments, so it settles around the quota, not under a
+    // hard cap: at most an even split (130 credits/s at 10 calls/s; a slowed machine sends fewer calls).
     assert!(
-        credits_per_s <= 140.0 && late_free > late_priced,
+        credits_per_s <= 140.0 && late_free >= late_priced && late_free > 0,
         "the priced provider is held near its 100 credits/s: {credits_per_s:.0}/s (priced {late_priced}, free {late_free})"
     );
 }
