@@ -528,3 +528,55 @@ pub fn envelope_cost(data: &[u8]) {
     }
     panic!("{last}");
 }
+
+/// Client WebSocket bytes as the edge reads them (`http1::ws_frame::WsReader`, 64 KiB messages): never a
+/// panic; `Need` always asks for more than it was given (so the read loop makes progress) and never more
+/// than one frame's head and the limit; a message is never over the limit and a text message is UTF-8; and
+/// the messages are the same whether the bytes come at once or in the pieces `Need` asks for.
+pub fn client_ws(data: &[u8]) {
+    use prism::http1::ws_frame::{Progress, WsMessage, WsReader};
+    const MAX: usize = 64 * 1024;
+    let read = |pieces: bool| {
+        let mut r = WsReader::new(MAX);
+        let mut got = Vec::new();
+        let (mut at, mut have) = (0, if pieces { data.len().min(1) } else { data.len() });
+        loop {
+            match r.next(&data[at..at + have]) {
+                Ok(Progress::Message(used, m)) => {
+                    assert!(used <= have, "{}: used {used} of {have}", show(data));
+                    if let WsMessage::Text(t) | WsMessage::Binary(t) = &m {
+                        assert!(t.len() <= MAX, "{}: a message over the limit", show(data));
+                    }
+                    if let WsMessage::Text(t) = &m {
+                        assert!(std::str::from_utf8(t).is_ok(), "{}: text not UTF-8", show(data));
+                    }
+                    got.push(m);
+                    at += used;
+                    have -= used;
+                }
+                Ok(Progress::Fragment(used)) => {
+                    assert!(
+                        used <= have && used > 0,
+                        "{}: fragment used {used} of {have}",
+                        show(data)
+                    );
+                    at += used;
+                    have -= used;
+                }
+                Ok(Progress::Need(n)) => {
+                    assert!(n > have && n <= MAX + 14, "{}: need {n} with {have}", show(data));
+                    if at + have == data.len() {
+                        return (got, None);
+                    }
+                    have = if pieces {
+                        n.min(data.len() - at)
+                    } else {
+                        data.len() - at
+                    };
+                }
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    };
+    assert_eq!(read(false), read(true), "{}: split reads disagree", show(data));
+}

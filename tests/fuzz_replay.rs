@@ -35,6 +35,11 @@ fn upstream_answer() {
 }
 
 #[test]
+fn client_ws() {
+    replay("client_ws", checks::client_ws);
+}
+
+#[test]
 fn sub_frame() {
     replay("sub_frame", checks::sub_frame);
 }

@@ -1064,3 +1064,149 @@ fn a_subscription_survives_reloads_and_moves_off_a_removed_provider() {
         "a call on the same session after the reloads: {r}"
     );
 }
+
+// ---- framing: what Prism does with the client's frames --------------------------------------------
+
+/// A socket upgraded by hand, for frames no WebSocket library would send.
+fn raw_upgrade(prism: &Prism) -> TcpStream {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(prism.addr()).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: prism\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "upgrade answer cut short");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    s
+}
+
+/// A client frame, masked as a client's must be (or not, to break the rule).
+fn client_frame(fin: bool, opcode: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mask = [0x11, 0x22, 0x33, 0x44];
+    let mut f = vec![if fin { 0x80 } else { 0 } | opcode];
+    let m = if masked { 0x80 } else { 0 };
+    if payload.len() < 126 {
+        f.push(m | payload.len() as u8);
+    } else {
+        f.push(m | 126);
+        f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    }
+    if masked {
+        f.extend_from_slice(&mask);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    } else {
+        f.extend_from_slice(payload);
+    }
+    f
+}
+
+/// Reads one server frame: (opcode, payload). Server frames are never masked.
+fn server_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    use std::io::Read;
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[1] & 0x80, 0, "a server frame is not masked");
+    let len = match h[1] & 0x7F {
+        126 => {
+            let mut l = [0u8; 2];
+            s.read_exact(&mut l).unwrap();
+            u16::from_be_bytes(l) as usize
+        }
+        127 => {
+            let mut l = [0u8; 8];
+            s.read_exact(&mut l).unwrap();
+            u64::from_be_bytes(l) as usize
+        }
+        n => n as usize,
+    };
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).unwrap();
+    (h[0] & 0x0F, payload)
+}
+
+/// The close frame's code and reason, after the socket's last frames.
+fn close_of(s: &mut TcpStream) -> (u16, String) {
+    loop {
+        let (op, p) = server_frame(s);
+        if op == 0x8 {
+            return (
+                u16::from_be_bytes([p[0], p[1]]),
+                String::from_utf8(p[2..].to_vec()).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn fragments_pings_and_the_clients_close_are_answered_as_rfc_6455_says() {
+    use std::io::Write;
+    let fake = WsFake::start(100);
+    let prism = start(prism_for(&[&fake]), &["p1"], 100);
+    let mut s = raw_upgrade(&prism);
+    // One call in three fragments, a ping between two of them.
+    let call = br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[]}"#;
+    s.write_all(&client_frame(false, 0x1, &call[..10], true)).unwrap();
+    s.write_all(&client_frame(true, 0x9, b"are you there", true)).unwrap();
+    s.write_all(&client_frame(false, 0x0, &call[10..30], true)).unwrap();
+    s.write_all(&client_frame(true, 0x0, &call[30..], true)).unwrap();
+    assert_eq!(
+        server_frame(&mut s),
+        (0xA, b"are you there".to_vec()),
+        "the pong echoes the ping"
+    );
+    let (op, answer) = server_frame(&mut s);
+    assert_eq!(op, 0x1, "answers are text frames");
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(
+        (answer["id"].clone(), answer["result"].clone()),
+        (json!(7), json!("0x1237"))
+    );
+    // The client closes: Prism answers with its code, then ends the connection.
+    s.write_all(&client_frame(true, 0x8, &[0x0F, 0xA0, b'b', b'y', b'e'], true))
+        .unwrap();
+    assert_eq!(close_of(&mut s).0, 4000, "the client's close code is echoed");
+    let mut rest = Vec::new();
+    assert_eq!(
+        std::io::Read::read_to_end(&mut s, &mut rest).unwrap(),
+        0,
+        "FIN after the close frame"
+    );
+}
+
+#[test]
+fn a_client_that_breaks_the_protocol_is_closed_with_the_rule_it_broke() {
+    use std::io::Write;
+    let fake = WsFake::start(100);
+    let prism = start(prism_for(&[&fake]).limit("max_body_bytes", 4096), &["p1"], 100);
+    let cases: [(Vec<u8>, u16, &str); 4] = [
+        (client_frame(true, 0x1, b"{}", false), 1002, "client frame not masked"),
+        (
+            client_frame(true, 0x1, &[b' '; 5000], true),
+            1009,
+            "message too big (limits.max_body_bytes)",
+        ),
+        (
+            client_frame(true, 0x1, &[0xC3, 0x28], true),
+            1007,
+            "text message is not UTF-8",
+        ),
+        (client_frame(true, 0x3, b"", true), 1002, "reserved opcode"),
+    ];
+    for (frame, code, reason) in cases {
+        let mut s = raw_upgrade(&prism);
+        s.write_all(&frame).unwrap();
+        assert_eq!(close_of(&mut s), (code, reason.to_string()));
+    }
+    // The session's neighbours were not touched: a new client is served.
+    let mut c = Client::try_connect(&prism, "/", &[], None).unwrap();
+    assert_eq!(c.call("eth_chainId", json!([]))["result"], "0x1237");
+}

@@ -1,22 +1,22 @@
 //! Client WebSockets on the RPC path: the same keys, allowlists and limits as HTTP, any JSON-RPC call,
-//! plus `eth_subscribe` / `eth_unsubscribe` served by the shard's subscription hub. Each client has a bounded
-//! send queue: one that cannot keep up (its queue full, or one write waiting `limits.client_timeout_ms`) is
-//! closed with 1008 "client too slow" instead of growing memory. Idle clients are pinged, and dropped when
-//! they do not answer. The close frame follows what was already sent, if the socket takes it within
-//! `limits.close_timeout_ms`; a client that stopped reading altogether is reset instead, so its socket does
-//! not wait for it.
+//! plus `eth_subscribe` / `eth_unsubscribe` served by the shard's subscription hub. Prism frames the
+//! session itself (`http1::ws_frame`): a notification laid out once goes to each subscriber with only its
+//! subscription id written apart, and an idle session holds no read or write buffer (both are lent by the
+//! shard while bytes move). Each client has a bounded send queue: one that cannot keep up (its queue full,
+//! or one write waiting `limits.client_timeout_ms`) is closed with 1008 "client too slow" instead of
+//! growing memory. Idle clients are pinged, and dropped when they do not answer. A client that breaks the
+//! protocol is closed with 1002, 1007 or 1009 and the rule it broke. The close frame follows what was
+//! already sent, if the socket takes it within `limits.close_timeout_ms`; a client that stopped reading
+//! altogether is reset instead, so its socket does not wait for it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use async_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use async_tungstenite::tungstenite::Message;
-use async_tungstenite::WebSocketStream;
-use futures_lite::{AsyncRead, AsyncWrite};
-use futures_util::{SinkExt, StreamExt};
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::envelope::Envelope;
 use super::keys::KeyEntry;
@@ -24,8 +24,10 @@ use super::network::Network;
 use super::reply::{write_answer, write_error};
 use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
 use super::shard::Shard;
-use crate::core::subs::{Outbox, SubHub, SubscribeError};
+use crate::core::subs::{Outbox, Outgoing, SubHub, SubscribeError};
 use crate::core::Caller;
+use crate::http1::ws_frame::{self, Progress, WsMessage, WsReader};
+use crate::http1::ReadBuf;
 use crate::jsonscan::{nth_element, plain_str};
 use crate::runtime::queue::LocalQueue;
 use crate::runtime::timeout_at;
@@ -34,6 +36,13 @@ use crate::runtime::timeout_at;
 pub fn accept_key(key: &[u8]) -> String {
     async_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
+
+/// Bytes an idle session's read asks for (the buffer is the shard's while the read waits).
+const IDLE_READ: usize = 1024;
+/// Queued messages are written together up to this many bytes per socket write.
+const WRITE_BATCH: usize = 64 * 1024;
+/// A buffer grown past this by one large message is not kept.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 /// Serves one upgraded connection until either side closes.
 pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
@@ -47,19 +56,16 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let route = network.route.clone();
     let gen = shard.gen();
     let limits = &gen.limits;
-    let config = WebSocketConfig {
-        max_message_size: Some(limits.max_body_bytes),
-        max_frame_size: Some(limits.max_body_bytes),
-        ..Default::default()
-    };
-    let socket = WebSocketStream::from_raw_socket(stream, Role::Server, Some(config)).await;
     let metrics = route.recorder.metrics();
     metrics.ws_clients(1);
-    let (mut sink, mut frames) = socket.split();
+    // The reader and the writer take turns with the socket (each borrows it only inside a poll).
+    let stream = RefCell::new(stream);
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
     let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
     // This connection's subscriptions as last counted into the shard's total.
-    let counted = std::cell::Cell::new(0usize);
+    let counted = Cell::new(0usize);
+    // How the reader ended the session, when it did: the close code and reason to send.
+    let ended: Cell<Option<(u16, &'static str)>> = Cell::new(None);
     let solana = network
         .magic()
         .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller));
@@ -67,20 +73,34 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     // A write that cannot finish within the slow-client timeout means the client stopped reading.
     let write_timeout = Duration::from_millis(limits.client_timeout_ms);
     let writer = async {
+        let mut socket = Half(&stream);
+        let mut buf: Vec<u8> = Vec::new();
         let end = loop {
-            let Some(msg) = out.pop().await else { break End::Done };
+            let Some(first) = out.pop().await else { break End::Done };
             if out.overflowed() {
                 break End::QueueFull; // what is still queued will not be read in time either
             }
+            if buf.capacity() == 0 {
+                buf = shard.spare_out.take_empty();
+            }
+            encode(&mut buf, first);
+            while buf.len() < WRITE_BATCH {
+                let Some(next) = out.try_pop() else { break };
+                encode(&mut buf, next);
+            }
             // A write waiting for the client ends early when the queue overflows meanwhile.
             let sent = futures_lite::future::or(
-                async { Some(timeout_at(Instant::now() + write_timeout, sink.send(msg)).await) },
+                async { Some(timeout_at(Instant::now() + write_timeout, write_all(&mut socket, &buf)).await) },
                 async {
                     overflow(&out).await;
                     None
                 },
             )
             .await;
+            buf.clear();
+            if out.is_empty() || buf.capacity() > KEEP_BUFFER {
+                shard.spare_out.give(std::mem::take(&mut buf));
+            }
             match sent {
                 Some(Ok(Ok(()))) => {}
                 Some(Ok(Err(_))) => break End::Broken,
@@ -88,43 +108,92 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 None => break End::QueueFull,
             }
         };
+        shard.spare_out.give(buf);
         // The reader stops too (it may be waiting for a frame from a client that went quiet).
         out.close();
         end
     };
     let reader = async {
+        let mut socket = Half(&stream);
+        let mut buf = ReadBuf::idle(IDLE_READ);
+        let mut frames = WsReader::new(limits.max_body_bytes);
         let idle = Duration::from_millis(limits.idle_timeout_ms);
         let mut pinged = false;
         loop {
-            let next = futures_lite::future::or(
-                async { Some(timeout_at(Instant::now() + idle, frames.next()).await) },
-                async {
-                    futures_lite::future::or(shard.local_shutdown.triggered(), out.closed()).await;
-                    None
-                },
-            )
-            .await;
-            let frame = match next {
-                None => break,
-                Some(Err(_)) if !pinged => {
-                    // Idle: ask for a sign of life once.
-                    pinged = true;
-                    if out.push(Message::Ping(Vec::new())).is_err() {
-                        break;
+            let message = match frames.next(buf.filled()) {
+                Err(violation) => {
+                    tracing::debug!(%violation, "WebSocket client broke the protocol");
+                    ended.set(Some((violation.close_code(), violation_reason(violation))));
+                    break;
+                }
+                Ok(Progress::Fragment(used)) => {
+                    buf.consume(used);
+                    continue;
+                }
+                Ok(Progress::Message(used, message)) => {
+                    buf.consume(used);
+                    message
+                }
+                Ok(Progress::Need(need)) => {
+                    let more = need.saturating_sub(buf.len()).max(IDLE_READ);
+                    let read = futures_lite::future::or(
+                        async {
+                            let read = async {
+                                if buf.is_empty() {
+                                    buf.read_idle_from(&mut socket, IDLE_READ, &shard.spare_in).await
+                                } else {
+                                    buf.read_from(&mut socket, more).await
+                                }
+                            };
+                            Some(timeout_at(Instant::now() + idle, read).await)
+                        },
+                        async {
+                            futures_lite::future::or(shard.local_shutdown.triggered(), out.closed()).await;
+                            None
+                        },
+                    )
+                    .await;
+                    match read {
+                        None => break,
+                        Some(Err(_)) if !pinged => {
+                            // Idle: ask for a sign of life once.
+                            pinged = true;
+                            if out.push(Outgoing::Ping).is_err() {
+                                break;
+                            }
+                        }
+                        Some(Err(_)) => {
+                            ended.set(Some((ws_frame::CLOSE_AWAY, "idle: no answer to ping")));
+                            break;
+                        }
+                        Some(Ok(Ok(0)) | Ok(Err(_))) => break,
+                        Some(Ok(Ok(_))) => pinged = false,
                     }
                     continue;
                 }
-                Some(Err(_)) => break,
-                Some(Ok(None)) | Some(Ok(Some(Err(_)))) => break,
-                Some(Ok(Some(Ok(f)))) => f,
             };
-            pinged = false;
+            // Nothing is buffered between messages: the read buffer goes back to the shard.
+            if buf.is_empty() {
+                buf.shrink_to(KEEP_BUFFER);
+                buf.give_to(&shard.spare_in);
+            }
             // One busy client cannot keep the shard from its other connections.
             crate::runtime::yield_if_needed().await;
+            let text = match message {
+                WsMessage::Text(t) | WsMessage::Binary(t) => t,
+                WsMessage::Ping(p) => {
+                    // A full queue closes itself; the loop ends below.
+                    let _ = out.push(Outgoing::Pong(p));
+                    continue;
+                }
+                WsMessage::Pong => continue,
+                WsMessage::Close(code) => {
+                    ended.set(Some((echo_close(code), "")));
+                    break;
+                }
+            };
             // A reload that removed or rotated the session's key ends the session at its next request.
-            if matches!(frame, Message::Text(_) | Message::Binary(_))
-                && key.is_some_and(|k| !shard.gen().keys.still_holds(k))
-            {
+            if key.is_some_and(|k| !shard.gen().keys.still_holds(k)) {
                 let mut reply = Vec::new();
                 write_error(
                     &mut reply,
@@ -133,47 +202,25 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     "Unauthorized: this API key was removed or rotated; reconnect with a current key",
                     None,
                 );
-                let _ = out.push(Message::Text(String::from_utf8_lossy(&reply).into_owned()));
+                let _ = out.push(Outgoing::Text(reply));
                 break;
             }
-            match frame {
-                Message::Text(text) => {
-                    let text = text.as_bytes();
-                    let reply = handle_text(shard, network, &caller, key, text, &out, &subs, solana.as_ref()).await;
-                    recount(shard, &counted, &subs, solana.as_ref());
-                    if let Some(reply) = reply {
-                        if out.push(Message::Text(reply)).is_err() {
-                            break;
-                        }
-                    }
-                    // Solana notifications that came before their subscription's answer follow it now.
-                    if let Some(session) = &solana {
-                        session.answered();
-                    }
+            let reply = handle_text(shard, network, &caller, key, &text, &out, &subs, solana.as_ref()).await;
+            recount(shard, &counted, &subs, solana.as_ref());
+            if let Some(reply) = reply {
+                if out.push(Outgoing::Text(reply)).is_err() {
+                    break;
                 }
-                Message::Binary(bytes) => {
-                    let reply = handle_text(shard, network, &caller, key, &bytes, &out, &subs, solana.as_ref()).await;
-                    recount(shard, &counted, &subs, solana.as_ref());
-                    if let Some(reply) = reply {
-                        if out.push(Message::Text(reply)).is_err() {
-                            break;
-                        }
-                    }
-                    if let Some(session) = &solana {
-                        session.answered();
-                    }
-                }
-                Message::Ping(p) => {
-                    // A full queue closes itself; the loop ends below.
-                    let _ = out.push(Message::Pong(p));
-                }
-                Message::Close(_) => break,
-                _ => {}
+            }
+            // Solana notifications that came before their subscription's answer follow it now.
+            if let Some(session) = &solana {
+                session.answered();
             }
             if out.is_closed() {
                 break;
             }
         }
+        buf.give_to(&shard.spare_in);
         out.close();
     };
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
@@ -190,24 +237,24 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         .set(shard.subscriptions.get().saturating_sub(counted.get()));
     metrics.ws_clients(-1);
     // The session is over; what is left is telling the client, when its socket can take it.
-    let (code, reason) = match end {
-        End::Broken => return,
-        End::QueueFull => (CloseCode::Policy, "client too slow: send queue full"),
-        End::Stalled => (CloseCode::Policy, "client too slow: not reading"),
-        End::Done => (CloseCode::Away, "closing"),
+    let (code, reason) = match (end, ended.get()) {
+        (End::Broken, _) => return,
+        (End::QueueFull, _) => (ws_frame::CLOSE_POLICY, "client too slow: send queue full"),
+        (End::Stalled, _) => (ws_frame::CLOSE_POLICY, "client too slow: not reading"),
+        (End::Done, Some(ended)) => ended,
+        (End::Done, None) => (ws_frame::CLOSE_AWAY, "closing"),
     };
     if matches!(end, End::QueueFull | End::Stalled) {
         tracing::debug!(reason, "WebSocket client dropped");
     }
-    let close = Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }));
-    // The frame goes after whatever part of a message is still on its way; FIN after the frame.
+    let mut close = Vec::with_capacity(8 + reason.len());
+    ws_frame::write_close(&mut close, code, reason);
+    // The frame goes after whatever was already sent; FIN after the frame.
     let within = Duration::from_millis(shard.gen().limits.close_timeout_ms);
+    let mut socket = Half(&stream);
     let closed = timeout_at(Instant::now() + within, async {
-        let _ = sink.send(close).await;
-        let _ = sink.close().await;
+        let _ = write_all(&mut socket, &close).await;
+        let _ = socket.close().await;
     })
     .await;
     if closed.is_err() {
@@ -217,10 +264,69 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// Frames one queued message onto the end of `buf`.
+fn encode(buf: &mut Vec<u8>, message: Outgoing) {
+    match message {
+        Outgoing::Text(text) => ws_frame::write_frame(buf, ws_frame::TEXT, &text),
+        Outgoing::Note(note, id) => {
+            ws_frame::write_head(buf, ws_frame::TEXT, note.len_with(&id));
+            buf.extend_from_slice(&note.head);
+            buf.extend_from_slice(&id);
+            buf.extend_from_slice(&note.tail);
+        }
+        Outgoing::Ping => ws_frame::write_frame(buf, ws_frame::PING, b""),
+        Outgoing::Pong(payload) => ws_frame::write_frame(buf, ws_frame::PONG, &payload),
+    }
+}
+
+async fn write_all<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(bytes).await?;
+    w.flush().await
+}
+
+/// The close code Prism answers a client's close with: its own, when it is one an endpoint may send.
+fn echo_close(code: Option<u16>) -> u16 {
+    match code {
+        Some(c @ (1000..=1003 | 1007..=1011 | 3000..=4999)) => c,
+        _ => ws_frame::CLOSE_NORMAL,
+    }
+}
+
+fn violation_reason(v: ws_frame::WsViolation) -> &'static str {
+    match v {
+        ws_frame::WsViolation::Protocol(why) => why,
+        ws_frame::WsViolation::TooBig => "message too big (limits.max_body_bytes)",
+        ws_frame::WsViolation::NotUtf8 => "text message is not UTF-8",
+    }
+}
+
+/// The reader's or the writer's use of the session's socket: it is borrowed only inside each poll, so the
+/// two can wait on it at once (a read pending while a notification is written).
+struct Half<'a, S>(&'a RefCell<S>);
+
+impl<S: AsyncRead + Unpin> AsyncRead for Half<'_, S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Half<'_, S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_flush(cx)
+    }
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_close(cx)
+    }
+}
+
 /// How a client's writer ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
-    /// The queue was closed (the client left, went idle, or the shard shuts down) and drained.
+    /// The queue was closed (the client left or broke the protocol, went idle, or the shard shuts down)
+    /// and drained.
     Done,
     /// More messages waited than `limits.ws_max_queue`.
     QueueFull,
@@ -290,7 +396,7 @@ async fn handle_text(
     out: &Outbox,
     subs: &RefCell<Vec<String>>,
     solana: Option<&Rc<crate::solana::ws::Session>>,
-) -> Option<String> {
+) -> Option<Vec<u8>> {
     // Each frame takes the shard's current generation: a reload since the session opened may have changed
     // the network's providers or the key's limits (a key it removed already ended the session).
     let gen = shard.gen();
@@ -318,9 +424,7 @@ async fn handle_text(
         let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
         return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
             // Answers are UTF-8 (provider bytes are checked, Prism's own are written from strs): no copy.
-            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => {
-                Some(String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
-            }
+            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => Some(b),
             BodyReply::Empty => None,
         };
     };
@@ -334,18 +438,18 @@ async fn handle_text(
             &format!("Method {method} is not allowed for this API key"),
             None,
         );
-        return Some(String::from_utf8_lossy(&reply).into_owned());
+        return Some(reply);
     }
     let opening = network.opens_subscription(&method);
     if opening {
         // Opening a subscription is billed like any call (releasing one never is), and capped.
         if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
             write_throttled(&mut reply, Some(&id), wait_ns);
-            return Some(String::from_utf8_lossy(&reply).into_owned());
+            return Some(reply);
         }
         if let Some(why) = over_subscription_cap(shard, subs, solana) {
             write_error(&mut reply, Some(&id), RATE_LIMITED, &why, None);
-            return Some(String::from_utf8_lossy(&reply).into_owned());
+            return Some(reply);
         }
     }
     if let Some(session) = solana {
@@ -353,7 +457,7 @@ async fn handle_text(
             Ok(result) => write_answer(&mut reply, &id, false, &result),
             Err(e) => write_error(&mut reply, Some(&id), e.code(), &e.to_string(), None),
         }
-        return Some(String::from_utf8_lossy(&reply).into_owned());
+        return Some(reply);
     }
     let params = params.unwrap_or_else(|| b"[]".to_vec());
     if method == "eth_subscribe" {
@@ -382,5 +486,5 @@ async fn handle_text(
         }
         write_answer(&mut reply, &id, false, if removed { b"true" } else { b"false" });
     }
-    Some(String::from_utf8_lossy(&reply).into_owned())
+    Some(reply)
 }

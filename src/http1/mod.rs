@@ -1,10 +1,11 @@
 //! HTTP/1.1 pieces both sides of the proxy share: the read buffer, the spare buffers idle connections hand
-//! back, and the chunked-body decoder.
+//! back, the chunked-body decoder, and the server's side of WebSocket framing (`ws_frame`).
 //! Head parsing is httparse; what a head *means* is decided by `edge` (requests) and `transport` (responses).
 
 mod buf;
 mod chunked;
 mod spares;
+pub mod ws_frame;
 
 pub use buf::ReadBuf;
 pub use chunked::{ChunkError, ChunkedDecoder};

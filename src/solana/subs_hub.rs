@@ -13,7 +13,7 @@ use async_tungstenite::tungstenite::Message;
 use super::net::Dest;
 use super::pubkey::Pubkey;
 use crate::core::outcome::ProxyError;
-use crate::core::subs::Outbox;
+use crate::core::subs::{Note, Outbox, Outgoing};
 use crate::jsonscan::{object_field, plain_u64};
 use crate::rpc::wire::write_upstream_call;
 use crate::runtime::queue::LocalQueue;
@@ -73,6 +73,8 @@ pub struct Subscriber {
     /// The session (unique per shard) and the id it gave the client.
     pub session: u64,
     pub id: u64,
+    /// `id` as JSON, spliced into each [`Note`].
+    pub id_json: Rc<[u8]>,
     pub out: Outbox,
     /// The session's subscriptions, so a topic that ends by itself (a signature's) removes the client's id.
     pub owner: Weak<RefCell<AHashMap<u64, Rc<Topic>>>>,
@@ -82,7 +84,7 @@ pub struct Subscriber {
 }
 
 /// A client's notifications held until the answer that gives it its subscription id has been sent.
-pub type Early = Rc<RefCell<Option<Vec<String>>>>;
+pub type Early = Rc<RefCell<Option<Vec<Outgoing>>>>;
 
 /// A notification held while Prism tells whether a base-layer value owned by the delegation program is the
 /// account's state: its method and result, and whether it is such a value.
@@ -162,23 +164,27 @@ impl Topic {
         self.subscribers.borrow_mut().push(sub);
     }
 
-    /// Sends `result` (a notification's raw `result`) of `method` to every client of the topic.
+    /// Sends `result` (a notification's raw `result`) of `method` to every client of the topic: laid out
+    /// once, each client handed it with its own subscription id.
     pub(super) fn fan_out(&self, method: &[u8], result: &[u8]) {
+        let mut head = Vec::with_capacity(64 + method.len() + result.len());
+        head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
+        head.extend_from_slice(method);
+        head.extend_from_slice(br#","params":{"result":"#);
+        head.extend_from_slice(result);
+        head.extend_from_slice(br#","subscription":"#);
+        let note = Rc::new(Note {
+            head,
+            tail: b"}}".to_vec(),
+        });
         for s in self.subscribers.borrow().iter() {
-            let mut msg = String::with_capacity(64 + result.len());
-            msg.push_str(r#"{"jsonrpc":"2.0","method":"#);
-            msg.push_str(&String::from_utf8_lossy(method));
-            msg.push_str(r#","params":{"result":"#);
-            msg.push_str(&String::from_utf8_lossy(result));
-            msg.push_str(r#","subscription":"#);
-            msg.push_str(itoa::Buffer::new().format(s.id));
-            msg.push_str("}}");
+            let msg = Outgoing::Note(note.clone(), s.id_json.clone());
             if let Some(early) = s.early.borrow_mut().as_mut() {
                 early.push(msg);
                 continue;
             }
             // A full queue closes itself: that client is disconnected, the others are unaffected.
-            let _ = s.out.push(Message::Text(msg));
+            let _ = s.out.push(msg);
         }
     }
 

@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
-use async_tungstenite::tungstenite::Message;
 
 use super::net::Dest;
 use super::pubkey::Pubkey;
@@ -69,7 +68,7 @@ impl Session {
     pub fn answered(&self) {
         for early in self.answering.borrow_mut().drain(..) {
             for msg in early.borrow_mut().take().unwrap_or_default() {
-                let _ = self.out.push(Message::Text(msg));
+                let _ = self.out.push(msg);
             }
         }
     }
@@ -133,6 +132,7 @@ impl Session {
         topic.add(Subscriber {
             session: self.id,
             id,
+            id_json: itoa::Buffer::new().format(id).as_bytes().into(),
             out: self.out.clone(),
             owner: Rc::downgrade(&self.subs),
             early: early.clone(),

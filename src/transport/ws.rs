@@ -149,7 +149,9 @@ pub async fn pump(
             ping_outstanding = false;
             let keep_going = match frame {
                 Some(Ok(Message::Text(t))) => on_text(t.as_bytes()),
-                Some(Ok(Message::Binary(b))) => on_text(&b),
+                // What reaches clients is sent as text frames, which must be UTF-8: a binary frame that is
+                // not is no JSON-RPC message.
+                Some(Ok(Message::Binary(b))) if std::str::from_utf8(&b).is_ok() => on_text(&b),
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => false,
                 Some(Ok(_)) => true,
             };

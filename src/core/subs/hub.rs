@@ -15,11 +15,51 @@ use crate::core::marks::MarkKey;
 use crate::rpc::TopicKind;
 use crate::runtime::queue::LocalQueue;
 
-/// What a client's writer sends: text frames (and pongs).
-pub type Outbox = Rc<LocalQueue<Message>>;
+/// What a client's writer sends, in order.
+pub type Outbox = Rc<LocalQueue<Outgoing>>;
+
+/// One message for a client's writer (`edge::ws` frames it).
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A whole text message: an answer, or a notification for this client alone.
+    Text(Vec<u8>),
+    /// A notification laid out once for every subscriber it goes to: the message is the note's head, this
+    /// subscriber's id as JSON, then the note's tail. Handing it to 10 000 subscribers copies nothing.
+    Note(Rc<Note>, Rc<[u8]>),
+    Ping,
+    Pong(Vec<u8>),
+}
+
+/// A notification's bytes on either side of the subscription id.
+#[derive(Debug)]
+pub struct Note {
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+}
+
+impl Note {
+    /// `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":ID,"result":RESULT}}`.
+    pub fn eth_subscription(result: &[u8]) -> Rc<Note> {
+        let mut tail = Vec::with_capacity(result.len() + 12);
+        tail.extend_from_slice(br#","result":"#);
+        tail.extend_from_slice(result);
+        tail.extend_from_slice(b"}}");
+        Rc::new(Note {
+            head: br#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"#.to_vec(),
+            tail,
+        })
+    }
+
+    /// Bytes of the message for a subscriber whose id is `id` bytes of JSON.
+    pub fn len_with(&self, id: &[u8]) -> usize {
+        self.head.len() + id.len() + self.tail.len()
+    }
+}
 
 pub(super) struct Subscriber {
     pub(super) id: String,
+    /// `id` as a JSON string, spliced into each [`Note`].
+    pub(super) id_json: Rc<[u8]>,
     pub(super) out: Outbox,
     pub(super) mark: MarkKey,
     /// Greatest head delivered to this subscriber (its key's mark when it subscribed, to begin with).

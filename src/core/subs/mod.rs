@@ -52,7 +52,7 @@ pub mod hub;
 mod logs;
 
 use hub::{Inbound, Link, Subscriber, Topic};
-pub use hub::{Outbox, SubHub};
+pub use hub::{Note, Outbox, Outgoing, SubHub};
 
 /// Why a subscription was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,8 +99,11 @@ impl SubHub {
             // A logs topic learns of reorgs from the heads feed.
             SubHub::keep_heads_for(route);
         }
+        let mut id_json = Vec::with_capacity(id.len() + 2);
+        write_json_str(&mut id_json, &id);
         topic.subscribers.borrow_mut().push(Rc::new(Subscriber {
             id: id.clone(),
+            id_json: id_json.into(),
             out: out.clone(),
             mark,
             last_head: Cell::new(route.live.marks.get(mark)),
@@ -629,10 +632,11 @@ enum Frame {
     Replacing(u64),
 }
 
-/// Sends `result` to every subscriber of the topic, as `frame` says. A subscriber that cannot keep up is
-/// disconnected.
+/// Sends `result` to every subscriber of the topic, as `frame` says: the notification is laid out once and
+/// each subscriber is handed it with its own id. A subscriber that cannot keep up is disconnected.
 fn fan_out(route: &NetworkRoute, topic: &Topic, result: &[u8], frame: Frame) {
     let subscribers = topic.subscribers.borrow().clone();
+    let note = Note::eth_subscription(result);
     for s in subscribers {
         match frame {
             Frame::Plain => {}
@@ -645,15 +649,7 @@ fn fan_out(route: &NetworkRoute, topic: &Topic, result: &[u8], frame: Frame) {
                 route.live.marks.raise(s.mark, h);
             }
         }
-        let mut msg = Vec::with_capacity(96 + s.id.len() + result.len());
-        msg.extend_from_slice(br#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"#);
-        write_json_str(&mut msg, &s.id);
-        msg.extend_from_slice(br#","result":"#);
-        msg.extend_from_slice(result);
-        msg.extend_from_slice(b"}}");
         // A full queue closes itself: the client is disconnected with a reason, others are unaffected.
-        let _ = s.out.push(Message::Text(
-            String::from_utf8(msg).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        ));
+        let _ = s.out.push(Outgoing::Note(note.clone(), s.id_json.clone()));
     }
 }
