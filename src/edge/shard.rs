@@ -68,6 +68,9 @@ pub struct Shard {
     pub answer_homes: crate::runtime::SpareBoxes,
     /// Homes for the future that reads the rest of a request once its first bytes are in.
     pub request_homes: crate::runtime::SpareBoxes,
+    /// Homes for the future that answers one WebSocket message (`edge::ws`): not part of every idle
+    /// subscriber's session.
+    pub message_homes: crate::runtime::SpareBoxes,
 }
 
 impl Shard {
@@ -102,6 +105,7 @@ impl Shard {
             spare_bodies: Default::default(),
             answer_homes: Default::default(),
             request_homes: Default::default(),
+            message_homes: Default::default(),
         }
     }
 

@@ -88,30 +88,39 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 let Some(next) = out.try_pop() else { break };
                 encode(&mut buf, next);
             }
-            // A write waiting for the client ends early when the queue overflows meanwhile.
+            // A write waiting for the client ends early when the queue overflows meanwhile; what the socket
+            // took is counted, so a frame cut short is finished before the close frame.
+            let mut written = 0;
             let sent = futures_lite::future::or(
-                async { Some(timeout_at(Instant::now() + write_timeout, write_all(&mut socket, &buf)).await) },
+                async {
+                    let write = write_counted(&mut socket, &buf, &mut written);
+                    Some(timeout_at(Instant::now() + write_timeout, write).await)
+                },
                 async {
                     overflow(&out).await;
                     None
                 },
             )
             .await;
+            let end = match sent {
+                Some(Ok(Ok(()))) => None,
+                Some(Ok(Err(_))) => Some(End::Broken),
+                Some(Err(_)) => Some(End::Stalled),
+                None => Some(End::QueueFull),
+            };
+            buf.drain(..written);
+            if let Some(end) = end {
+                break end;
+            }
             buf.clear();
             if out.is_empty() || buf.capacity() > KEEP_BUFFER {
                 shard.spare_out.give(std::mem::take(&mut buf));
             }
-            match sent {
-                Some(Ok(Ok(()))) => {}
-                Some(Ok(Err(_))) => break End::Broken,
-                Some(Err(_)) => break End::Stalled,
-                None => break End::QueueFull,
-            }
         };
-        shard.spare_out.give(buf);
         // The reader stops too (it may be waiting for a frame from a client that went quiet).
         out.close();
-        end
+        // What the socket has not taken of the last write (the rest of a frame, to finish before a close).
+        (end, buf)
     };
     let reader = async {
         let mut socket = Half(&stream);
@@ -205,7 +214,11 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 let _ = out.push(Outgoing::Text(reply));
                 break;
             }
-            let reply = handle_text(shard, network, &caller, key, &text, &out, &subs, solana.as_ref()).await;
+            // In a home the shard lends: answering is a large future, needed only while a message is answered.
+            let reply = shard
+                .message_homes
+                .pin_with(|| handle_text(shard, network, &caller, key, &text, &out, &subs, solana.as_ref()))
+                .await;
             recount(shard, &counted, &subs, solana.as_ref());
             if let Some(reply) = reply {
                 if out.push(Outgoing::Text(reply)).is_err() {
@@ -225,7 +238,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     };
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
     // as soon as the writer gives up on it.
-    let ((), end) = futures_lite::future::zip(reader, writer).await;
+    let ((), (end, mut unsent)) = futures_lite::future::zip(reader, writer).await;
     if let Some(session) = &solana {
         session.close();
     }
@@ -247,16 +260,16 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     if matches!(end, End::QueueFull | End::Stalled) {
         tracing::debug!(reason, "WebSocket client dropped");
     }
-    let mut close = Vec::with_capacity(8 + reason.len());
-    ws_frame::write_close(&mut close, code, reason);
-    // The frame goes after whatever was already sent; FIN after the frame.
+    // The frame goes after whatever was already sent (the rest of a frame cut short first); FIN after it.
+    ws_frame::write_close(&mut unsent, code, reason);
     let within = Duration::from_millis(shard.gen().limits.close_timeout_ms);
     let mut socket = Half(&stream);
     let closed = timeout_at(Instant::now() + within, async {
-        let _ = write_all(&mut socket, &close).await;
+        let _ = write_counted(&mut socket, &unsent, &mut 0).await;
         let _ = socket.close().await;
     })
     .await;
+    shard.spare_out.give(unsent);
     if closed.is_err() {
         // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
         // holds are freed now rather than when (if ever) the client reads.
@@ -279,8 +292,15 @@ fn encode(buf: &mut Vec<u8>, message: Outgoing) {
     }
 }
 
-async fn write_all<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> std::io::Result<()> {
-    w.write_all(bytes).await?;
+/// Writes `bytes` and flushes, counting in `written` what the socket took, so that a caller that stops
+/// waiting knows where the bytes it still owes begin (a write the socket accepted is never half-taken).
+async fn write_counted<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], written: &mut usize) -> std::io::Result<()> {
+    while *written < bytes.len() {
+        match w.write(&bytes[*written..]).await? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => *written += n,
+        }
+    }
     w.flush().await
 }
 
