@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn accept_key_is_the_rfc_example() {
-        assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kK1ZzBHQKowN4o=");
+        assert_eq!(accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     }
 
     #[test]
