@@ -192,8 +192,7 @@ pub fn run(plan: Arc<Plan>, shared: Arc<Shared>, t: usize) -> Vec<Arrival> {
             }
             panic!("epoll_wait: {e}");
         }
-        let now = now_ns();
-        let record = now >= shared.record_from.load(Ordering::Relaxed);
+        let record_from = shared.record_from.load(Ordering::Relaxed);
         for ev in &events[..n as usize] {
             let idx = ev.u64 as usize;
             let c = &mut conns[idx];
@@ -246,6 +245,9 @@ pub fn run(plan: Arc<Plan>, shared: Arc<Shared>, t: usize) -> Vec<Arrival> {
                         end(&shared, c, why, epfd);
                         continue;
                     }
+                    // The instant this read returned: every frame in it arrived by then.
+                    let now = now_ns();
+                    let record = now >= record_from;
                     let mut data = std::mem::take(&mut c.carry);
                     data.extend_from_slice(&buf[..r as usize]);
                     let mut at = 0usize;

@@ -232,6 +232,10 @@ pub struct Report {
     pub prism_us_per_note: f64,
     pub prism_us_per_note_ticks: f64,
     pub prism_core_busy: Option<f64>,
+    /// Busy time on Prism's core not charged to Prism (softirq, other processes), as a share of the window.
+    pub prism_core_other: Option<f64>,
+    /// Prism's core's busy time per notification (Prism, plus the loopback softirq work on that core).
+    pub prism_core_us_per_note: Option<f64>,
     pub client_us_per_note: f64,
     pub client_core_share: f64,
     pub tool_us_per_note: f64,
@@ -361,6 +365,8 @@ impl Report {
             prism_us_per_note: per(w.prism_sched_ns as f64),
             prism_us_per_note_ticks: per(w.prism_ticks as f64 * 1e9 / i.ticks_per_s as f64),
             prism_core_busy: busy(w.prism_core),
+            prism_core_other: busy(w.prism_core).map(|b| b - w.prism_sched_ns as f64 / (w.t1 - w.t0).max(1) as f64),
+            prism_core_us_per_note: busy(w.prism_core).map(|b| per(b * (w.t1 - w.t0) as f64)),
             client_us_per_note: per(w.client_ns as f64),
             client_core_share: w.client_ns as f64 / (w.t1 - w.t0).max(1) as f64,
             tool_us_per_note: per(w.tool_ns as f64),
@@ -420,9 +426,19 @@ impl Report {
             "Prism CPU       {:.2} us per notification ({:.2} from utime+stime ticks){}",
             self.prism_us_per_note,
             self.prism_us_per_note_ticks,
-            self.prism_core_busy
-                .map(|b| format!("; its core {:.0} % busy", b * 100.0))
-                .unwrap_or_default()
+            match (self.prism_core_busy, self.prism_core_other, self.prism_core_us_per_note) {
+                (Some(b), Some(o), Some(u)) => format!(
+                    "; its core {:.0} % busy ({u:.2} us per notification), {:.0} % of that not Prism's{}",
+                    b * 100.0,
+                    o * 100.0,
+                    if o > 0.2 {
+                        " (WARNING: something else ran there)"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => String::new(),
+            }
         );
         let _ = writeln!(
             s,
@@ -525,7 +541,7 @@ impl Report {
                 "{{\"setup\":{},\"subscribed\":{},\"failed\":{},\"subscribe_s\":{:.2},",
                 "\"rss_before_kib\":{},\"rss_subscribed_kib\":{},\"rss_load_kib\":{},\"kib_per_subscriber\":{:.3},",
                 "\"window_s\":{:.3},\"blocks\":{},\"delivered\":{},\"prism_us_per_notification\":{:.3},",
-                "\"prism_us_per_notification_ticks\":{:.3},\"prism_core_busy\":{},\"client_us_per_notification\":{:.3},",
+                "\"prism_us_per_notification_ticks\":{:.3},\"prism_core_busy\":{},\"prism_core_other\":{},\"prism_core_us_per_notification\":{},\"client_us_per_notification\":{:.3},",
                 "\"client_core_share\":{:.3},\"tool_us_per_notification\":{:.3},\"tool_core_busy\":{},",
                 "\"out_of_order\":{},\"before_answer\":{},\"newHeads\":{},\"logs\":{},",
                 "\"slow\":{{\"count\":{},\"dropped\":{},\"after_s\":[{}],\"how\":{},\"unread_notifications\":{}}},",
@@ -545,6 +561,8 @@ impl Report {
             self.prism_us_per_note,
             self.prism_us_per_note_ticks,
             opt(self.prism_core_busy),
+            opt(self.prism_core_other),
+            opt(self.prism_core_us_per_note),
             self.client_us_per_note,
             self.client_core_share,
             self.tool_us_per_note,
