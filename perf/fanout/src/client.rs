@@ -248,12 +248,18 @@ pub fn run(plan: Arc<Plan>, shared: Arc<Shared>, t: usize) -> Vec<Arrival> {
                     // The instant this read returned: every frame in it arrived by then.
                     let now = now_ns();
                     let record = now >= record_from;
-                    let mut data = std::mem::take(&mut c.carry);
-                    data.extend_from_slice(&buf[..r as usize]);
+                    // Usually one whole frame per read: parsed in place, only a partial frame is kept.
+                    let mut carried = std::mem::take(&mut c.carry);
+                    let data: &[u8] = if carried.is_empty() {
+                        &buf[..r as usize]
+                    } else {
+                        carried.extend_from_slice(&buf[..r as usize]);
+                        &carried
+                    };
                     let mut at = 0usize;
                     if c.st == St::Upgrading {
                         let Some(h) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            c.carry = data;
+                            c.carry = data.to_vec();
                             continue;
                         };
                         if !data.starts_with(b"HTTP/1.1 101") {
