@@ -14,7 +14,7 @@ mod report;
 mod ws;
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -144,6 +144,11 @@ fn main() {
         }
     };
     now_ns();
+    unsafe {
+        let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
     let dir = std::env::temp_dir().join(format!("fanout.{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("fanout: {}: {e}", dir.display());
@@ -197,11 +202,21 @@ fn log(args: &Args, msg: &str) {
     }
 }
 
-/// Waits `d`, watching the slow clients and Prism; an error if Prism died.
+/// Set by SIGINT / SIGTERM: the run stops as if it failed, so Prism is stopped and the temp dir removed.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Waits `d`, watching the slow clients and Prism; an error if Prism died or the tool was interrupted.
 fn wait(d: Duration, p: &mut prism::Prism, slow: &mut report::SlowWatch, shared: &Shared) -> Result<(), String> {
     let until = Instant::now() + d;
     loop {
         slow.watch(shared);
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err("interrupted".into());
+        }
         if !p.alive() {
             return Err(format!("Prism exited during the run; log:\n{}", p.log_tail()));
         }
