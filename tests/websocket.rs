@@ -729,16 +729,42 @@ fn slow_client_is_disconnected_while_others_keep_every_head() {
 /// A client that stopped reading, its socket filling with 32 KiB heads until Prism gives up on it
 /// (`prism_ws_clients` drops): returns its subscription.
 fn stall(prism: &Prism, fake: &WsFake, slow: &mut Client) -> String {
+    stall_counting(prism, fake, slow).0
+}
+
+/// [`stall`], also returning how many heads were mined before Prism dropped the client.
+fn stall_counting(prism: &Prism, fake: &WsFake, slow: &mut Client) -> (String, usize) {
     let sub = slow.subscribe(json!(["newHeads"]));
     wait_for("upstream subscription", || fake.active_subscriptions() == 1);
     wait_metric(prism, "prism_ws_clients", 1.0);
-    for _ in 0..400 {
+    for n in 1..=400 {
         fake.advance_head(1);
         if eventually(Duration::from_millis(20), || prism.metric("prism_ws_clients") == 0.0) {
-            return sub;
+            return (sub, n);
         }
     }
     panic!("a client that never reads was not dropped after 400 heads of 32 KiB");
+}
+
+/// perf/fanout.sh --slow: with the kernel's autotuned send buffer a client that stopped reading was found
+/// slow only once the kernel had queued 4 MiB for it (~7.5 min of a newHeads stream). The session's send
+/// buffer is capped (`limits.ws_send_buffer_bytes`), so a write waits, and the client is dropped, after
+/// about that much: here 32 KiB heads, a 128 KiB cap (256 KiB in the kernel), a 4 KiB client window.
+#[test]
+fn a_stalled_client_is_found_after_its_capped_send_buffer_fills() {
+    let fake = WsFake::start(100);
+    fake.set_head_padding(32 * 1024);
+    let b = prism_for(&[&fake])
+        .limit("ws_max_queue", 100_000)
+        .limit("client_timeout_ms", 300)
+        .limit("ws_send_buffer_bytes", 128 * 1024);
+    let prism = start(b, &["p1"], 100);
+    let mut slow = Client::try_connect(&prism, "/", &[], Some(4096)).unwrap();
+    let (_, heads) = stall_counting(&prism, &fake, &mut slow);
+    assert!(
+        heads <= 24,
+        "dropped after {heads} heads of 32 KiB: the kernel queued more than the capped buffer"
+    );
 }
 
 /// The issue-40 report: a stalled client was dropped with no close frame. A client that is slow but

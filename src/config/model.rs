@@ -146,6 +146,10 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// Messages queued for one WebSocket client before it is disconnected as too slow.
     pub ws_max_queue: usize,
+    /// The kernel send buffer of a client WebSocket session, in bytes (0: the kernel's autotuned default, up
+    /// to `net.ipv4.tcp_wmem`'s maximum). What a client that stopped reading can hold in the kernel before
+    /// a write waits and `client_timeout_ms` starts.
+    pub ws_send_buffer_bytes: usize,
     /// How long a client connection's last bytes may take to leave (a WebSocket close frame, the rest of an
     /// answer, then the FIN) before the connection is reset: a client that stopped reading is not waited
     /// for, and its socket is freed.
@@ -199,6 +203,7 @@ impl Default for Limits {
             upstream_idle_timeout_ms: 30_000,
             max_response_bytes: 64 * 1024 * 1024,
             ws_max_queue: 1024,
+            ws_send_buffer_bytes: 128 * 1024,
             close_timeout_ms: 1_000,
             upstream_ws_ping_ms: 15_000,
             upstream_max_connections: 256,

@@ -58,6 +58,9 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let limits = &gen.limits;
     let metrics = route.recorder.metrics();
     metrics.ws_clients(1);
+    if limits.ws_send_buffer_bytes > 0 {
+        crate::runtime::net::cap_send_buffer(fd, limits.ws_send_buffer_bytes);
+    }
     // The reader and the writer take turns with the socket (each borrows it only inside a poll).
     let stream = RefCell::new(stream);
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);

@@ -22,7 +22,7 @@ pub use time::{sleep, timeout_at, Elapsed, Timeout};
 
 /// Sockets of the shard's own io_uring ring.
 pub mod net {
-    pub use super::reset::reset;
+    pub use super::reset::{cap_send_buffer, reset};
     pub use glommio::net::{TcpListener, TcpStream};
 }
 

@@ -28,3 +28,22 @@ pub fn reset(fd: RawFd) {
         libc::shutdown(fd, libc::SHUT_RDWR);
     }
 }
+
+/// Caps the kernel's send buffer of the socket on `fd` at `bytes` (the kernel doubles it for its own
+/// bookkeeping; autotuning is off for it afterwards). A long-lived stream to a client that may stop reading
+/// (a WebSocket session) otherwise lets the kernel queue up to `net.ipv4.tcp_wmem`'s maximum (4 MiB by
+/// default) before a write waits: minutes at a notification stream's rate before the client is found slow,
+/// and that memory held meanwhile. Best effort: a failure leaves the kernel's default.
+pub fn cap_send_buffer(fd: RawFd, bytes: usize) {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a plain system call on a descriptor the caller owns; `bytes` outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
