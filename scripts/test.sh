@@ -49,6 +49,8 @@ fi
 
 echo "== layers (scripts/layers.py: no wrong-way import, no new import cycle)"
 python3 scripts/layers.py
+echo "== targets (scripts/targets.py: file, struct and function sizes only shrink)"
+python3 scripts/targets.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

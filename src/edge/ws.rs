@@ -53,30 +53,63 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     caller: Caller,
     key: Option<&KeyEntry>,
 ) {
-    let route = network.route.clone();
     let gen = shard.gen();
     let limits = &gen.limits;
-    let metrics = route.recorder.metrics();
+    let metrics = network.route.recorder.metrics();
     metrics.ws_clients(1);
     if limits.ws_send_buffer_bytes > 0 {
         crate::runtime::net::cap_send_buffer(fd, limits.ws_send_buffer_bytes);
     }
-    // The reader and the writer take turns with the socket (each borrows it only inside a poll).
-    let stream = RefCell::new(stream);
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
-    let subs: RefCell<Vec<String>> = RefCell::new(Vec::new());
-    // This connection's subscriptions as last counted into the shard's total.
-    let counted = Cell::new(0usize);
-    // How the reader ended the session, when it did: the close code and reason to send.
-    let ended: Cell<Option<(u16, &'static str)>> = Cell::new(None);
-    let solana = network
-        .magic()
-        .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller));
+    let session = Session {
+        stream: RefCell::new(stream),
+        solana: network
+            .magic()
+            .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller)),
+        out,
+        shard,
+        network,
+        caller,
+        key,
+        subs: RefCell::new(Vec::new()),
+        counted: Cell::new(0),
+        ended: Cell::new(None),
+    };
+    // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
+    // as soon as the writer gives up on it.
+    let ((), (end, unsent)) = futures_lite::future::zip(session.read(), session.write()).await;
+    session.release();
+    metrics.ws_clients(-1);
+    session.close(fd, end, unsent).await;
+}
 
-    // A write that cannot finish within the slow-client timeout means the client stopped reading.
-    let write_timeout = Duration::from_millis(limits.client_timeout_ms);
-    let writer = async {
-        let mut socket = Half(&stream);
+/// One client session: what its reader and its writer share.
+struct Session<'a, S> {
+    /// The reader and the writer take turns with the socket (each borrows it only inside a poll).
+    stream: RefCell<S>,
+    out: Outbox,
+    shard: &'a Shard,
+    network: &'a Network,
+    caller: Caller,
+    key: Option<&'a KeyEntry>,
+    /// The client's EVM subscription ids.
+    subs: RefCell<Vec<String>>,
+    /// This connection's subscriptions as last counted into the shard's total.
+    counted: Cell<usize>,
+    /// How the reader ended the session, when it did: the close code and reason to send.
+    ended: Cell<Option<(u16, &'static str)>>,
+    solana: Option<Rc<crate::solana::ws::Session>>,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
+    /// Writes what is queued until the queue closes and drains, the socket fails, or the client is too slow.
+    /// Returns how it ended and what the socket has not taken of the last write (the rest of a frame, to
+    /// finish before a close frame).
+    async fn write(&self) -> (End, Vec<u8>) {
+        let (out, shard) = (&self.out, self.shard);
+        // A write that cannot finish within the slow-client timeout means the client stopped reading.
+        let write_timeout = Duration::from_millis(shard.gen().limits.client_timeout_ms);
+        let mut socket = Half(&self.stream);
         let mut buf: Vec<u8> = Vec::new();
         let end = loop {
             let Some(first) = out.pop().await else { break End::Done };
@@ -100,7 +133,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     Some(timeout_at(Instant::now() + write_timeout, write).await)
                 },
                 async {
-                    overflow(&out).await;
+                    overflow(out).await;
                     None
                 },
             )
@@ -122,20 +155,23 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         };
         // The reader stops too (it may be waiting for a frame from a client that went quiet).
         out.close();
-        // What the socket has not taken of the last write (the rest of a frame, to finish before a close).
         (end, buf)
-    };
-    let reader = async {
-        let mut socket = Half(&stream);
+    }
+
+    /// Reads the client's messages and answers them until the client closes, breaks the protocol or goes
+    /// quiet, the queue closes, or the shard shuts down.
+    async fn read(&self) {
+        let (out, shard) = (&self.out, self.shard);
+        let mut socket = Half(&self.stream);
         let mut buf = ReadBuf::idle(IDLE_READ);
-        let mut frames = WsReader::new(limits.max_body_bytes);
-        let idle = Duration::from_millis(limits.idle_timeout_ms);
+        let mut frames = WsReader::new(shard.gen().limits.max_body_bytes);
         let mut pinged = false;
         loop {
             let message = match frames.next(buf.filled()) {
                 Err(violation) => {
                     tracing::debug!(%violation, "WebSocket client broke the protocol");
-                    ended.set(Some((violation.close_code(), violation_reason(violation))));
+                    self.ended
+                        .set(Some((violation.close_code(), violation_reason(violation))));
                     break;
                 }
                 Ok(Progress::Fragment(used)) => {
@@ -146,43 +182,25 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     buf.consume(used);
                     message
                 }
-                Ok(Progress::Need(need)) => {
-                    let more = need.saturating_sub(buf.len()).max(IDLE_READ);
-                    let read = futures_lite::future::or(
-                        async {
-                            let read = async {
-                                if buf.is_empty() {
-                                    buf.read_idle_from(&mut socket, IDLE_READ, &shard.spare_in).await
-                                } else {
-                                    buf.read_from(&mut socket, more).await
-                                }
-                            };
-                            Some(timeout_at(Instant::now() + idle, read).await)
-                        },
-                        async {
-                            futures_lite::future::or(shard.local_shutdown.triggered(), out.closed()).await;
-                            None
-                        },
-                    )
-                    .await;
-                    match read {
-                        None => break,
-                        Some(Err(_)) if !pinged => {
-                            // Idle: ask for a sign of life once.
-                            pinged = true;
-                            if out.push(Outgoing::Ping).is_err() {
-                                break;
-                            }
-                        }
-                        Some(Err(_)) => {
-                            ended.set(Some((ws_frame::CLOSE_AWAY, "idle: no answer to ping")));
+                Ok(Progress::Need(need)) => match self.read_more(&mut socket, &mut buf, need).await {
+                    Some(Ok(Ok(0)) | Ok(Err(_))) | None => break,
+                    Some(Ok(Ok(_))) => {
+                        pinged = false;
+                        continue;
+                    }
+                    Some(Err(_)) if !pinged => {
+                        // Idle: ask for a sign of life once.
+                        pinged = true;
+                        if out.push(Outgoing::Ping).is_err() {
                             break;
                         }
-                        Some(Ok(Ok(0)) | Ok(Err(_))) => break,
-                        Some(Ok(Ok(_))) => pinged = false,
+                        continue;
                     }
-                    continue;
-                }
+                    Some(Err(_)) => {
+                        self.ended.set(Some((ws_frame::CLOSE_AWAY, "idle: no answer to ping")));
+                        break;
+                    }
+                },
             };
             // Nothing is buffered between messages: the read buffer goes back to the shard.
             if buf.is_empty() {
@@ -191,92 +209,150 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             }
             // One busy client cannot keep the shard from its other connections.
             crate::runtime::yield_if_needed().await;
-            let text = match message {
-                WsMessage::Text(t) | WsMessage::Binary(t) => t,
-                WsMessage::Ping(p) => {
-                    // A full queue closes itself; the loop ends below.
-                    let _ = out.push(Outgoing::Pong(p));
-                    continue;
-                }
-                WsMessage::Pong => continue,
-                WsMessage::Close(code) => {
-                    ended.set(Some((echo_close(code), "")));
-                    break;
-                }
-            };
-            // A reload that removed or rotated the session's key ends the session at its next request.
-            if key.is_some_and(|k| !shard.gen().keys.still_holds(k)) {
-                let mut reply = Vec::new();
-                write_error(
-                    &mut reply,
-                    None,
-                    UNAUTHORIZED,
-                    "Unauthorized: this API key was removed or rotated; reconnect with a current key",
-                    None,
-                );
-                let _ = out.push(Outgoing::Text(reply));
-                break;
-            }
-            // In a home the shard lends: answering is a large future, needed only while a message is answered.
-            let reply = shard
-                .message_homes
-                .pin_with(|| handle_text(shard, network, &caller, key, &text, &out, &subs, solana.as_ref()))
-                .await;
-            recount(shard, &counted, &subs, solana.as_ref());
-            if let Some(reply) = reply {
-                if out.push(Outgoing::Text(reply)).is_err() {
-                    break;
-                }
-            }
-            // Solana notifications that came before their subscription's answer follow it now.
-            if let Some(session) = &solana {
-                session.answered();
-            }
-            if out.is_closed() {
+            if !self.take(message).await || out.is_closed() {
                 break;
             }
         }
         buf.give_to(&shard.spare_in);
         out.close();
-    };
-    // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
-    // as soon as the writer gives up on it.
-    let ((), (end, mut unsent)) = futures_lite::future::zip(reader, writer).await;
-    if let Some(session) = &solana {
-        session.close();
     }
-    for id in subs.borrow().iter() {
-        SubHub::unsubscribe(&route, id);
+
+    /// Reads more of the next frame (`need` bytes of it in all) within the idle timeout. None when the
+    /// queue closed or the shard shuts down meanwhile.
+    async fn read_more(
+        &self,
+        socket: &mut Half<'_, S>,
+        buf: &mut ReadBuf,
+        need: usize,
+    ) -> Option<Result<std::io::Result<usize>, crate::runtime::Elapsed>> {
+        let shard = self.shard;
+        let idle = Duration::from_millis(shard.gen().limits.idle_timeout_ms);
+        let more = need.saturating_sub(buf.len()).max(IDLE_READ);
+        futures_lite::future::or(
+            async {
+                let read = async {
+                    if buf.is_empty() {
+                        buf.read_idle_from(socket, IDLE_READ, &shard.spare_in).await
+                    } else {
+                        buf.read_from(socket, more).await
+                    }
+                };
+                Some(timeout_at(Instant::now() + idle, read).await)
+            },
+            async {
+                futures_lite::future::or(shard.local_shutdown.triggered(), self.out.closed()).await;
+                None
+            },
+        )
+        .await
     }
-    shard
-        .subscriptions
-        .set(shard.subscriptions.get().saturating_sub(counted.get()));
-    metrics.ws_clients(-1);
-    // The session is over; what is left is telling the client, when its socket can take it.
-    let (code, reason) = match (end, ended.get()) {
-        (End::Broken, _) => return,
-        (End::QueueFull, _) => (ws_frame::CLOSE_POLICY, "client too slow: send queue full"),
-        (End::Stalled, _) => (ws_frame::CLOSE_POLICY, "client too slow: not reading"),
-        (End::Done, Some(ended)) => ended,
-        (End::Done, None) => (ws_frame::CLOSE_AWAY, "closing"),
-    };
-    if matches!(end, End::QueueFull | End::Stalled) {
-        tracing::debug!(reason, "WebSocket client dropped");
+
+    /// Acts on one message from the client; false when the session is over.
+    async fn take(&self, message: WsMessage) -> bool {
+        let (out, shard) = (&self.out, self.shard);
+        let text = match message {
+            WsMessage::Text(t) | WsMessage::Binary(t) => t,
+            // A full queue closes itself; the reader sees it.
+            WsMessage::Ping(p) => return out.push(Outgoing::Pong(p)).is_ok(),
+            WsMessage::Pong => return true,
+            WsMessage::Close(code) => {
+                self.ended.set(Some((echo_close(code), "")));
+                return false;
+            }
+        };
+        // A reload that removed or rotated the session's key ends the session at its next request.
+        if self.key.is_some_and(|k| !shard.gen().keys.still_holds(k)) {
+            let mut reply = Vec::new();
+            write_error(
+                &mut reply,
+                None,
+                UNAUTHORIZED,
+                "Unauthorized: this API key was removed or rotated; reconnect with a current key",
+                None,
+            );
+            let _ = out.push(Outgoing::Text(reply));
+            return false;
+        }
+        // In a home the shard lends: answering is a large future, needed only while a message is answered.
+        let reply = shard.message_homes.pin_with(|| self.answer(&text)).await;
+        self.recount();
+        if let Some(reply) = reply {
+            if out.push(Outgoing::Text(reply)).is_err() {
+                return false;
+            }
+        }
+        // Solana notifications that came before their subscription's answer follow it now.
+        if let Some(session) = &self.solana {
+            session.answered();
+        }
+        true
     }
-    // The frame goes after whatever was already sent (the rest of a frame cut short first); FIN after it.
-    ws_frame::write_close(&mut unsent, code, reason);
-    let within = Duration::from_millis(shard.gen().limits.close_timeout_ms);
-    let mut socket = Half(&stream);
-    let closed = timeout_at(Instant::now() + within, async {
-        let _ = write_counted(&mut socket, &unsent, &mut 0).await;
-        let _ = socket.close().await;
-    })
-    .await;
-    shard.spare_out.give(unsent);
-    if closed.is_err() {
-        // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
-        // holds are freed now rather than when (if ever) the client reads.
-        crate::runtime::net::reset(fd);
+
+    async fn answer(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let solana = self.solana.as_ref();
+        handle_text(
+            self.shard,
+            self.network,
+            &self.caller,
+            self.key,
+            text,
+            &self.out,
+            &self.subs,
+            solana,
+        )
+        .await
+    }
+
+    /// Brings the shard's subscription total up to date with this connection's.
+    fn recount(&self) {
+        let now = held(&self.subs, self.solana.as_ref());
+        let total = self.shard.subscriptions.get() + now;
+        self.shard
+            .subscriptions
+            .set(total.saturating_sub(self.counted.replace(now)));
+    }
+
+    /// The session is over: its subscriptions go (an upstream one with its last client).
+    fn release(&self) {
+        if let Some(session) = &self.solana {
+            session.close();
+        }
+        for id in self.subs.borrow().iter() {
+            SubHub::unsubscribe(&self.network.route, id);
+        }
+        let shard = self.shard;
+        shard
+            .subscriptions
+            .set(shard.subscriptions.get().saturating_sub(self.counted.get()));
+    }
+
+    /// Tells the client why the session ended, when its socket can take it: the rest of a frame cut short,
+    /// the close frame, then FIN; a client that does not take them within `limits.close_timeout_ms` is reset.
+    async fn close(&self, fd: RawFd, end: End, mut unsent: Vec<u8>) {
+        let (code, reason) = match (end, self.ended.get()) {
+            (End::Broken, _) => return,
+            (End::QueueFull, _) => (ws_frame::CLOSE_POLICY, "client too slow: send queue full"),
+            (End::Stalled, _) => (ws_frame::CLOSE_POLICY, "client too slow: not reading"),
+            (End::Done, Some(ended)) => ended,
+            (End::Done, None) => (ws_frame::CLOSE_AWAY, "closing"),
+        };
+        if matches!(end, End::QueueFull | End::Stalled) {
+            tracing::debug!(reason, "WebSocket client dropped");
+        }
+        ws_frame::write_close(&mut unsent, code, reason);
+        let within = Duration::from_millis(self.shard.gen().limits.close_timeout_ms);
+        let mut socket = Half(&self.stream);
+        let closed = timeout_at(Instant::now() + within, async {
+            let _ = write_counted(&mut socket, &unsent, &mut 0).await;
+            let _ = socket.close().await;
+        })
+        .await;
+        self.shard.spare_out.give(unsent);
+        if closed.is_err() {
+            // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
+            // holds are freed now rather than when (if ever) the client reads.
+            crate::runtime::net::reset(fd);
+        }
     }
 }
 
@@ -370,18 +446,6 @@ async fn overflow(out: &Outbox) {
 /// Subscriptions this connection holds now (EVM and Solana).
 fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<crate::solana::ws::Session>>) -> usize {
     subs.borrow().len() + solana.map_or(0, |s| s.subscriptions())
-}
-
-/// Brings the shard's subscription total up to date with this connection's.
-fn recount(
-    shard: &Shard,
-    counted: &std::cell::Cell<usize>,
-    subs: &RefCell<Vec<String>>,
-    solana: Option<&Rc<crate::solana::ws::Session>>,
-) {
-    let now = held(subs, solana);
-    let total = shard.subscriptions.get() + now;
-    shard.subscriptions.set(total.saturating_sub(counted.replace(now)));
 }
 
 /// Why a new subscription is refused: over the connection's or the shard's cap.
