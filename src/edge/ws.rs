@@ -288,19 +288,102 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
         true
     }
 
+    /// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
     async fn answer(&self, text: &[u8]) -> Option<Vec<u8>> {
-        let solana = self.solana.as_ref();
-        handle_text(
-            self.shard,
-            self.network,
-            &self.caller,
-            self.key,
-            text,
-            &self.out,
-            &self.subs,
-            solana,
-        )
-        .await
+        let (shard, caller, out, subs, solana) =
+            (self.shard, &self.caller, &self.out, &self.subs, self.solana.as_ref());
+        // Each frame takes the shard's current generation: a reload since the session opened may have changed
+        // the network's providers or the key's limits (a key it removed already ended the session).
+        let gen = shard.gen();
+        let network = gen.networks.get(self.network.route.index).unwrap_or(self.network);
+        let key = self.key.map(|k| gen.keys.by_index(k.index).unwrap_or(k));
+        let route = &network.route;
+        let is_sub = |m: &str| network.is_subscription_method(m);
+        // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
+        // it); everything else is parsed once, below.
+        let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some() || memchr::memchr(b'\\', text).is_some();
+        let single = if !maybe_sub {
+            None
+        } else {
+            let mut parser = shard.rpc.parser.borrow_mut();
+            match parser.parse(text) {
+                Ok(Envelope::Single(Ok(call))) if is_sub(&call.method) => Some((
+                    call.id.map(<[u8]>::to_vec),
+                    call.method.to_string(),
+                    call.params.map(<[u8]>::to_vec),
+                )),
+                _ => None,
+            }
+        };
+        let Some((id, method, params)) = single else {
+            let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
+            return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
+                // Answers are UTF-8 (provider bytes are checked, Prism's own are written from strs): no copy.
+                BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => {
+                    Some(b)
+                }
+                BodyReply::Empty => None,
+            };
+        };
+        let id = id?; // a subscription notification (no id) gets nothing back
+        let mut reply = Vec::new();
+        if key.is_some_and(|k| !k.allows(&method)) {
+            write_error(
+                &mut reply,
+                Some(&id),
+                UNAUTHORIZED,
+                &format!("Method {method} is not allowed for this API key"),
+                None,
+            );
+            return Some(reply);
+        }
+        let opening = network.opens_subscription(&method);
+        if opening {
+            // Opening a subscription is billed like any call (releasing one never is), and capped.
+            if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
+                write_throttled(&mut reply, Some(&id), wait_ns);
+                return Some(reply);
+            }
+            if let Some(why) = over_subscription_cap(shard, subs, solana) {
+                write_error(&mut reply, Some(&id), RATE_LIMITED, &why, None);
+                return Some(reply);
+            }
+        }
+        if let Some(session) = solana {
+            match session.handle(&method, params.as_deref()).await {
+                Ok(result) => write_answer(&mut reply, &id, false, &result),
+                Err(e) => write_error(&mut reply, Some(&id), e.code(), &e.to_string(), None),
+            }
+            return Some(reply);
+        }
+        let params = params.unwrap_or_else(|| b"[]".to_vec());
+        if method == "eth_subscribe" {
+            match SubHub::subscribe(route, &params, out, caller.mark) {
+                Ok(sub_id) => {
+                    let mut v = Vec::new();
+                    crate::rpc::wire::write_json_str(&mut v, &sub_id);
+                    write_answer(&mut reply, &id, false, &v);
+                    subs.borrow_mut().push(sub_id);
+                }
+                Err(SubscribeError::Unsupported(why)) => write_error(&mut reply, Some(&id), -32602, &why, None),
+                Err(SubscribeError::NoProvider) => write_error(
+                    &mut reply,
+                    Some(&id),
+                    -32603,
+                    "No provider with a WebSocket endpoint is available",
+                    None,
+                ),
+            }
+        } else {
+            let target = nth_element(&params, 0).and_then(plain_str).unwrap_or("").to_string();
+            let mine = subs.borrow().contains(&target);
+            let removed = mine && SubHub::unsubscribe(route, &target);
+            if removed {
+                subs.borrow_mut().retain(|s| *s != target);
+            }
+            write_answer(&mut reply, &id, false, if removed { b"true" } else { b"false" });
+        }
+        Some(reply)
     }
 
     /// Brings the shard's subscription total up to date with this connection's.
@@ -470,108 +553,4 @@ fn over_subscription_cap(
         ));
     }
     None
-}
-
-/// One text frame: subscription calls are served here, everything else takes the HTTP path's route.
-#[allow(clippy::too_many_arguments)]
-async fn handle_text(
-    shard: &Shard,
-    network: &Network,
-    caller: &Caller,
-    key: Option<&KeyEntry>,
-    text: &[u8],
-    out: &Outbox,
-    subs: &RefCell<Vec<String>>,
-    solana: Option<&Rc<crate::solana::ws::Session>>,
-) -> Option<Vec<u8>> {
-    // Each frame takes the shard's current generation: a reload since the session opened may have changed
-    // the network's providers or the key's limits (a key it removed already ended the session).
-    let gen = shard.gen();
-    let network = gen.networks.get(network.route.index).unwrap_or(network);
-    let key = key.map(|k| gen.keys.by_index(k.index).unwrap_or(k));
-    let route = &network.route;
-    let is_sub = |m: &str| network.is_subscription_method(m);
-    // Only a frame that can be a subscription call is parsed here (the name, or escapes that may spell
-    // it); everything else is parsed once, below.
-    let maybe_sub = memchr::memmem::find(text, b"ubscribe").is_some() || memchr::memchr(b'\\', text).is_some();
-    let single = if !maybe_sub {
-        None
-    } else {
-        let mut parser = shard.rpc.parser.borrow_mut();
-        match parser.parse(text) {
-            Ok(Envelope::Single(Ok(call))) if is_sub(&call.method) => Some((
-                call.id.map(<[u8]>::to_vec),
-                call.method.to_string(),
-                call.params.map(<[u8]>::to_vec),
-            )),
-            _ => None,
-        }
-    };
-    let Some((id, method, params)) = single else {
-        let deadline = Instant::now() + Duration::from_millis(shard.gen().limits.request_deadline_ms);
-        return match handle_body(&shard.rpc, network, caller, key, text, deadline, &Default::default()).await {
-            // Answers are UTF-8 (provider bytes are checked, Prism's own are written from strs): no copy.
-            BodyReply::Body(b) | BodyReply::Throttled { body: b, .. } | BodyReply::OverShare { body: b, .. } => Some(b),
-            BodyReply::Empty => None,
-        };
-    };
-    let id = id?; // a subscription notification (no id) gets nothing back
-    let mut reply = Vec::new();
-    if key.is_some_and(|k| !k.allows(&method)) {
-        write_error(
-            &mut reply,
-            Some(&id),
-            UNAUTHORIZED,
-            &format!("Method {method} is not allowed for this API key"),
-            None,
-        );
-        return Some(reply);
-    }
-    let opening = network.opens_subscription(&method);
-    if opening {
-        // Opening a subscription is billed like any call (releasing one never is), and capped.
-        if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
-            write_throttled(&mut reply, Some(&id), wait_ns);
-            return Some(reply);
-        }
-        if let Some(why) = over_subscription_cap(shard, subs, solana) {
-            write_error(&mut reply, Some(&id), RATE_LIMITED, &why, None);
-            return Some(reply);
-        }
-    }
-    if let Some(session) = solana {
-        match session.handle(&method, params.as_deref()).await {
-            Ok(result) => write_answer(&mut reply, &id, false, &result),
-            Err(e) => write_error(&mut reply, Some(&id), e.code(), &e.to_string(), None),
-        }
-        return Some(reply);
-    }
-    let params = params.unwrap_or_else(|| b"[]".to_vec());
-    if method == "eth_subscribe" {
-        match SubHub::subscribe(route, &params, out, caller.mark) {
-            Ok(sub_id) => {
-                let mut v = Vec::new();
-                crate::rpc::wire::write_json_str(&mut v, &sub_id);
-                write_answer(&mut reply, &id, false, &v);
-                subs.borrow_mut().push(sub_id);
-            }
-            Err(SubscribeError::Unsupported(why)) => write_error(&mut reply, Some(&id), -32602, &why, None),
-            Err(SubscribeError::NoProvider) => write_error(
-                &mut reply,
-                Some(&id),
-                -32603,
-                "No provider with a WebSocket endpoint is available",
-                None,
-            ),
-        }
-    } else {
-        let target = nth_element(&params, 0).and_then(plain_str).unwrap_or("").to_string();
-        let mine = subs.borrow().contains(&target);
-        let removed = mine && SubHub::unsubscribe(route, &target);
-        if removed {
-            subs.borrow_mut().retain(|s| *s != target);
-        }
-        write_answer(&mut reply, &id, false, if removed { b"true" } else { b"false" });
-    }
-    Some(reply)
 }
