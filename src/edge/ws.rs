@@ -77,7 +77,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     };
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
     // as soon as the writer gives up on it.
-    let ((), (end, unsent)) = futures_lite::future::zip(session.read(), session.write()).await;
+    let ((), (end, unsent)) = crate::runtime::zip_apart(session.read(), session.write()).await;
     session.release();
     metrics.ws_clients(-1);
     session.close(fd, end, unsent).await;

@@ -9,6 +9,7 @@ pub mod shards;
 mod shutdown;
 mod spare_box;
 mod time;
+mod zip_apart;
 
 #[cfg(test)]
 mod net_tests;
@@ -19,6 +20,7 @@ pub use shards::{run_shards, ShardId, ShardPlacement};
 pub use shutdown::{LocalShutdown, Shutdown};
 pub use spare_box::{Recycled, SpareBoxes};
 pub use time::{sleep, timeout_at, Elapsed, Timeout};
+pub use zip_apart::zip_apart;
 
 /// Sockets of the shard's own io_uring ring.
 pub mod net {
