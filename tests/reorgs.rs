@@ -375,16 +375,21 @@ fn new_heads_and_logs_through_prism_follow_the_nodes_reorgs() {
     let mut live: Vec<(u64, Value)> = Vec::new();
     let mut top = 0u64;
     let mut node_frames: Vec<support::wsfeed::Frame> = node.of(&node_heads);
+    // The block the node ends up with at each height (the last head it announced there).
+    let settled: std::collections::HashMap<u64, String> = node_frames.iter().map(head_id).collect();
     node_frames.extend(node.of(&node_logs));
     node_frames.sort_by_key(|f| f.at);
     for f in node_frames {
         if f.subscription == node_heads {
             let (n, hash) = head_id(&f);
             if n <= top {
-                // anvil may send a block's logs just before its head: those of the new block at n stay.
-                let (stay, gone): (Vec<_>, Vec<_>) = live
-                    .drain(..)
-                    .partition(|(b, l)| *b < n || (*b == n && l["blockHash"] == hash.as_str()));
+                // anvil may send a block's logs before its head, even before the head of the height below
+                // it when that one is announced late: the logs of the new chain's blocks stay.
+                let (stay, gone): (Vec<_>, Vec<_>) = live.drain(..).partition(|(b, l)| {
+                    *b < n
+                        || (*b == n && l["blockHash"] == hash.as_str())
+                        || (*b > n && settled.get(b).is_some_and(|h| l["blockHash"] == h.as_str()))
+                });
                 live = stay;
                 expected.extend(gone.iter().map(|(_, l)| (log_id(l).0, log_id(l).1, true)));
             }
