@@ -170,8 +170,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             let message = match frames.next(buf.filled()) {
                 Err(violation) => {
                     tracing::debug!(%violation, "WebSocket client broke the protocol");
-                    self.ended
-                        .set(Some((violation.close_code(), violation_reason(violation))));
+                    self.ended.set(Some((violation.close_code(), violation.reason())));
                     break;
                 }
                 Ok(Progress::Fragment(used)) => {
@@ -471,14 +470,6 @@ fn echo_close(code: Option<u16>) -> u16 {
     match code {
         Some(c @ (1000..=1003 | 1007..=1011 | 3000..=4999)) => c,
         _ => ws_frame::CLOSE_NORMAL,
-    }
-}
-
-fn violation_reason(v: ws_frame::WsViolation) -> &'static str {
-    match v {
-        ws_frame::WsViolation::Protocol(why) => why,
-        ws_frame::WsViolation::TooBig => "message too big (limits.max_body_bytes)",
-        ws_frame::WsViolation::NotUtf8 => "text message is not UTF-8",
     }
 }
 

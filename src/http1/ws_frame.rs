@@ -33,19 +33,26 @@ pub enum WsMessage {
     Close(Option<u16>),
 }
 
-/// What the client did wrong: the session ends with [`WsViolation::close_code`] and the reason.
+/// What the client did wrong: the session ends with [`WsViolation::close_code`] and [`WsViolation::reason`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.reason())]
 pub enum WsViolation {
-    #[error("{0}")]
     Protocol(&'static str),
     /// A message (its frames together) over the session's limit (`limits.max_body_bytes`).
-    #[error("message too big (limits.max_body_bytes)")]
     TooBig,
-    #[error("text message is not UTF-8")]
     NotUtf8,
 }
 
 impl WsViolation {
+    /// The close frame's reason: the rule broken.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WsViolation::Protocol(why) => why,
+            WsViolation::TooBig => "message too big (limits.max_body_bytes)",
+            WsViolation::NotUtf8 => "text message is not UTF-8",
+        }
+    }
+
     pub fn close_code(&self) -> u16 {
         match self {
             WsViolation::Protocol(_) => CLOSE_PROTOCOL,
