@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The module graph of src/, read from the code, and a check that it only gets better.
+"""The module graph of Prism's sources, read from the code, and a check that it only gets better.
 
     python3 scripts/layers.py            # check: fails on a wrong-way module edge or a file-level import
                                          # cycle not in scripts/layers.allow, and on an allowed one that is
@@ -7,17 +7,34 @@
     python3 scripts/layers.py --graph    # print every module-level edge, the wrong-way ones marked
     python3 scripts/layers.py --cycles   # print the file-level import cycles (strongly connected components)
 
-A file's edges are the `crate::a::b` paths it names (in `use` lines and in expressions) and its `super::`
-paths, resolved to files under src/. Modules are the top-level entries of src/ (`core`, `edge`, `jsonscan`...).
-Layers, lowest first: a module may import its own layer and the ones below it. `LAYERS` is the order the
-architecture wants (docs/ARCHITECTURE.md); an edge upwards is wrong-way.
+The layers are crates (docs/ARCHITECTURE.md), so the compiler already refuses an import from a crate to one
+above it. What the crate graph cannot see, this script checks: the order of the modules inside one crate
+(`jsonscan`, `http1`, `rpc` in prism-wire; `upstream` < `access` < `cluster` < `edge` < `app` in the
+application crate) and import cycles between files anywhere.
+
+Every crate's files are read as if they still lay in one tree (`crates/core/src/forward.rs` is
+`core/forward.rs`, `crates/wire/src/rpc/mod.rs` is `rpc/mod.rs`), and `prism_core::x`, `prism_wire::rpc::x`
+and `crate::x` resolve in that tree, so module names and the allow list read the same as before the split.
+Modules are the top-level entries of that tree (`core`, `edge`, `jsonscan`...). Layers, lowest first: a
+module may import its own layer and the ones below it. `LAYERS` is the order the architecture wants; an edge
+upwards is wrong-way.
 """
 import os
 import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-SRC = os.path.join(ROOT, "src")
+# Crate source roots: (directory, the module its lib.rs is, or None where the crate holds several modules).
+CRATES = {
+    "prism_wire": ("crates/wire/src", None),
+    "prism_runtime": ("crates/runtime/src", "runtime"),
+    "prism_config": ("crates/config/src", "config"),
+    "prism_telemetry": ("crates/telemetry/src", "telemetry"),
+    "prism_transport": ("crates/transport/src", "transport"),
+    "prism_core": ("crates/core/src", "core"),
+    "prism_solana": ("crates/solana/src", "solana"),
+    "prism": ("src", None),
+}
 ALLOW = os.path.join(ROOT, "scripts", "layers.allow")
 
 # Lowest first; one line is one layer.
@@ -41,10 +58,20 @@ USE_GROUP = re.compile(r"\buse\s+(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\
 
 
 def files():
-    for dirpath, _, names in os.walk(SRC):
-        for n in names:
-            if n.endswith(".rs"):
-                yield os.path.relpath(os.path.join(dirpath, n), SRC)
+    """(virtual path in the one-tree layout, real path, the crate's own module or None)."""
+    for crate, (root, module) in CRATES.items():
+        base = os.path.join(ROOT, root)
+        for dirpath, _, names in os.walk(base):
+            for n in names:
+                if not n.endswith(".rs"):
+                    continue
+                real = os.path.join(dirpath, n)
+                rel = os.path.relpath(real, base)
+                if module:
+                    rel = os.path.join(module, "mod.rs" if rel == "lib.rs" else rel)
+                elif rel == "lib.rs" and crate != "prism":
+                    continue  # prism-wire's lib.rs only declares its modules
+                yield rel, real, module
 
 
 def module_of(rel):
@@ -72,13 +99,19 @@ def strip_comments(text):
 
 
 def edges():
-    rels = sorted(files())
-    mods = {tuple(module_of(r)): r for r in rels}
+    found = sorted(files())
+    mods = {tuple(module_of(r)): r for r, _, _ in found}
     out = set()
-    for rel in rels:
+    for rel, real, own in found:
         here = module_of(rel)
         # Inline `mod tests;` files are children: `super` in core/classify/tests.rs is core::classify.
-        text = strip_comments(open(os.path.join(SRC, rel), encoding="utf-8").read())
+        text = strip_comments(open(real, encoding="utf-8").read())
+        if own:
+            text = re.sub(r"\bcrate::", "crate::" + own + "::", text)
+        # Another crate's path is the same path in the one tree: prism_core::x is core::x, prism_wire::rpc is rpc.
+        for crate, (_, module) in CRATES.items():
+            if crate != "prism":
+                text = re.sub(r"\b" + crate + r"::", "crate::" + (module + "::" if module else ""), text)
         paths = []
         for m in USE_GROUP.finditer(text):
             base = m.group(1) + m.group(2)

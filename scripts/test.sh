@@ -54,7 +54,7 @@ python3 scripts/targets.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 # Each integration test starts real Prism processes (and Redis, Chromium); keep parallelism sane for 2 cores.
-cargo test --locked --no-fail-fast -- --test-threads="${PRISM_TEST_THREADS:-4}"
+cargo test --workspace --locked --no-fail-fast -- --test-threads="${PRISM_TEST_THREADS:-4}"

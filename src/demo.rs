@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
 use crate::edge::envelope::{Envelope, EnvelopeLimits, EnvelopeParser};
+use prism_config::Config;
 
 /// How a demo provider behaves.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +90,10 @@ fn serve_conn(stream: TcpStream, behaviour: Behaviour, epoch: Instant, served: &
             }
             _ => {
                 if let Behaviour::Slow(d) = behaviour {
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "the demo's fake provider thread, slow on purpose"
+                    )]
                     std::thread::sleep(d);
                 }
                 let head = match behaviour {
@@ -196,7 +200,7 @@ impl std::fmt::Display for Behaviour {
 pub fn drive(
     prism: SocketAddr,
     view: &crate::edge::admin::AdminView,
-    shutdown: &crate::runtime::Shutdown,
+    shutdown: &prism_runtime::Shutdown,
     seconds: Option<u64>,
 ) {
     let started = Instant::now();
@@ -215,6 +219,7 @@ pub fn drive(
         if seconds.is_some_and(|s| started.elapsed() >= Duration::from_secs(s)) {
             shutdown.trigger();
         }
+        #[allow(clippy::disallowed_methods, reason = "the demo's main thread, watching for its end")]
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -223,6 +228,6 @@ pub fn drive(
 pub fn render_table(view: &crate::edge::admin::AdminView, elapsed_s: u64, ok: u64, failed: u64) -> String {
     format!(
         "[{elapsed_s:>4}s] client calls: {ok} ok, {failed} failed\n{}",
-        crate::telemetry::status::render_table(&view.status_doc())
+        prism_telemetry::status::render_table(&view.status_doc())
     )
 }

@@ -8,8 +8,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use super::ratelimit::{Gcra, SharedBucket};
-use crate::config::{Config, Key, Strategy, Weights};
-use crate::core::marks::MarkKey;
+use prism_config::{Config, Key, Strategy, Weights};
+use prism_core::marks::MarkKey;
 
 type Digest = [u64; 2];
 
@@ -31,7 +31,7 @@ pub struct KeyEntry {
     pub strategy: Strategy,
     pub weights: Weights,
     /// Its verified reads (`core::verify`; off unless `verify` is configured).
-    pub verify: crate::core::verify::VerifyRule,
+    pub verify: prism_core::verify::VerifyRule,
     /// Its weight in fair shares of provider quota (`core::quota`).
     pub quota_weight: f64,
 }
@@ -234,8 +234,8 @@ impl KeyRing {
             verify: k
                 .verify
                 .as_ref()
-                .and_then(|v| crate::core::verify::VerifyRule::from_config(v).ok())
-                .unwrap_or(crate::core::verify::VerifyRule::OFF),
+                .and_then(|v| prism_core::verify::VerifyRule::from_config(v).ok())
+                .unwrap_or(prism_core::verify::VerifyRule::OFF),
             quota_weight: k.quota_weight,
         }
     }

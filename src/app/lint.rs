@@ -3,8 +3,8 @@
 //! and a key whose `burst` is below `limits.max_batch` (a full batch could never be served with it).
 //! Warnings, not errors: a provider may serve methods Prism's tables do not list.
 
-use crate::config::Config;
-use crate::rpc::methods::{Kind, KNOWN_METHODS};
+use prism_config::Config;
+use prism_wire::rpc::methods::{Kind, KNOWN_METHODS};
 
 /// Method names offered as suggestions beyond [`KNOWN_METHODS`] (EVM) : Solana's and MagicBlock's.
 const SOLANA_NAMES: &[&str] = &[
@@ -45,8 +45,8 @@ const SOLANA_NAMES: &[&str] = &[
 
 /// Whether some method table (EVM, Solana) or the config's own declarations know `method`.
 fn known(config: &Config, method: &str) -> bool {
-    crate::rpc::methods::lookup(method).kind != Kind::Unknown
-        || crate::solana::methods::lookup(method).kind != Kind::Unknown
+    prism_wire::rpc::methods::lookup(method).kind != Kind::Unknown
+        || prism_solana::methods::lookup(method).kind != Kind::Unknown
         || SOLANA_NAMES.contains(&method)
         || config
             .networks

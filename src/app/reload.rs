@@ -7,6 +7,10 @@
 //! it whole (`edge::shard::Shard::install`). Requests already running finish on the generation they began
 //! with, so a removed provider's in-flight calls complete; new requests take the new one. The reload answers
 //! once every shard runs it.
+#![allow(
+    clippy::disallowed_types,
+    reason = "reloads run on their own thread (SIGHUP, POST /reload), never on a shard"
+)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,11 +20,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 
 use crate::access::keys::KeyRing;
-use crate::config::{changes, Config};
-use crate::core::state::NetworkLive;
 use crate::edge::admin::{Reload, ReloadOutcome};
-use crate::rpc::methods::Declared;
 use crate::upstream::Registry;
+use prism_config::{changes, Config};
+use prism_core::state::NetworkLive;
+use prism_wire::rpc::methods::Declared;
 
 /// Everything built from one config generation that every shard reads: immutable, swapped whole.
 pub struct World {
@@ -139,6 +143,10 @@ impl Reloader {
                     APPLY_WAIT.as_secs()
                 ));
             }
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the reload thread, waiting for the shards to switch"
+            )]
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(started.elapsed())

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Client, ClientTlsConfig, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 
-use crate::config::{redact_url, Cluster};
+use prism_config::{redact_url, Cluster};
 
 /// Connecting, including the TLS handshake and AUTH.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);

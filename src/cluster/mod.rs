@@ -28,12 +28,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 
 use crate::access::keys::KeyRing;
-use crate::config::{Cluster, Config};
-use crate::core::marks::MarkKey;
-use crate::core::state::NetworkLive;
-use crate::runtime::Shutdown;
-use crate::telemetry::clock::now_ms;
 use link::{Link, LinkError};
+use prism_config::{Cluster, Config};
+use prism_core::marks::MarkKey;
+use prism_core::state::NetworkLive;
+use prism_runtime::Shutdown;
+use prism_telemetry::clock::now_ms;
 
 /// A peer as this node last saw it.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ fn node_horizon(now: u64, ttl_ms: u64) -> u64 {
 /// A peer's head or mark, if this node's view of the chain makes it plausible.
 fn bounded_head(value: u64, ceiling: Option<u64>) -> Option<u64> {
     match ceiling {
-        Some(c) if value <= c && value <= crate::core::state::MAX_HEIGHT => Some(value),
+        Some(c) if value <= c && value <= prism_core::state::MAX_HEIGHT => Some(value),
         _ => None,
     }
 }
@@ -211,6 +211,7 @@ impl Sync {
                     self.state.peers.store(Arc::new(Vec::new()));
                 }
             }
+            #[allow(clippy::disallowed_methods, reason = "the cluster's own thread between Redis rounds")]
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
         }
     }
@@ -340,7 +341,7 @@ impl Sync {
             let _ = writeln!(out, "net {} {}", net.name, live.best_head.load(Ordering::Relaxed));
             let health = live.health.load();
             for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| !c.retired) {
-                let p = live.slot(crate::rpc::ProviderId::new(i));
+                let p = live.slot(prism_wire::rpc::ProviderId::new(i));
                 let h = health.providers.get(i).cloned().unwrap_or_default();
                 let open =
                     !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed) || p.outlier.load(Ordering::Relaxed);
@@ -365,7 +366,7 @@ impl Sync {
             // Each key's demand on each quota-limited provider (fair shares): peers fill the quota with it.
             if live.quota.fair_on() {
                 for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| c.quota_rps.is_some()) {
-                    for (k, credits) in live.quota.local_demand(crate::rpc::ProviderId::new(i)) {
+                    for (k, credits) in live.quota.local_demand(prism_wire::rpc::ProviderId::new(i)) {
                         let name = if k == 0 {
                             Some("-")
                         } else {
@@ -422,7 +423,7 @@ impl Sync {
                         .get(2)
                         .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
                     if let (Some(i), Some(1)) = (provider, num(3)) {
-                        live.slot(crate::rpc::ProviderId::new(i))
+                        live.slot(prism_wire::rpc::ProviderId::new(i))
                             .peer_open_until_ms
                             .fetch_max(until, Ordering::AcqRel);
                         open.push(format!(
@@ -493,7 +494,7 @@ impl Sync {
                 }
                 let cut = live
                     .quota
-                    .set_peer_demand(crate::rpc::ProviderId::new(i), &per_key, until);
+                    .set_peer_demand(prism_wire::rpc::ProviderId::new(i), &per_key, until);
                 if cut > 0 {
                     self.refuse(
                         "key demand",
@@ -533,7 +534,7 @@ impl Sync {
                     let rate = f64::from(q);
                     let target = ((rate * tick_s * 2.0).ceil() as i64).max(1);
                     let stock = self.lives[n]
-                        .slot(crate::rpc::ProviderId::new(i))
+                        .slot(prism_wire::rpc::ProviderId::new(i))
                         .quota_stock
                         .load(Ordering::Acquire);
                     if stock < target {
@@ -566,7 +567,7 @@ impl Sync {
                     }
                 }
                 LeaseTarget::Provider(n, i) => {
-                    let p = self.lives[n].slot(crate::rpc::ProviderId::new(i));
+                    let p = self.lives[n].slot(prism_wire::rpc::ProviderId::new(i));
                     p.quota_stock.fetch_add(granted, Ordering::AcqRel);
                     p.quota_leased.store(true, Ordering::Release);
                 }

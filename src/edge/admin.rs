@@ -13,18 +13,18 @@ use futures_lite::AsyncWriteExt;
 use super::http::{parse_head, Method};
 use super::keys::KeyRing;
 use super::reply::{write_http, ResponseMeta};
-use crate::config::{Config, NetworkKind};
-use crate::core::state::NetworkLive;
-use crate::http1::ReadBuf;
-use crate::rpc::methods::Finality;
-use crate::rpc::ProviderId;
-use crate::runtime::net::{TcpListener, TcpStream};
-use crate::runtime::{spawn, timeout_at, Shutdown};
-use crate::telemetry::clock::now_ms;
-use crate::telemetry::metrics::{self, ShardMetrics};
-use crate::telemetry::status::{
+use prism_config::{Config, NetworkKind};
+use prism_core::state::NetworkLive;
+use prism_runtime::net::{TcpListener, TcpStream};
+use prism_runtime::{spawn, timeout_at, Shutdown};
+use prism_telemetry::clock::now_ms;
+use prism_telemetry::metrics::{self, ShardMetrics};
+use prism_telemetry::status::{
     round, ClusterStatus, CordonStatus, LastError, NetworkStatus, PeerStatus, ProviderStatus, ReloadStatus, StatusDoc,
 };
+use prism_wire::http1::ReadBuf;
+use prism_wire::rpc::methods::Finality;
+use prism_wire::rpc::ProviderId;
 
 /// Everything the admin endpoints show, shared read-only.
 pub struct AdminView {
@@ -39,12 +39,12 @@ pub struct AdminView {
     /// Config reloads (`POST /reload`), when the node was started from a config file.
     pub reloader: Option<Arc<dyn Reload>>,
     /// Node-wide rates the health aggregator derives (`telemetry::totals`), for the status page.
-    pub totals: Arc<arc_swap::ArcSwap<crate::telemetry::totals::Totals>>,
+    pub totals: Arc<arc_swap::ArcSwap<prism_telemetry::totals::Totals>>,
     /// Each solana-magic network's shared state, by network index (`None` for EVM networks).
-    pub solana: Vec<Option<Arc<crate::solana::SolanaNet>>>,
+    pub solana: Vec<Option<Arc<prism_solana::SolanaNet>>>,
 }
 
-pub use crate::telemetry::status::ReloadOutcome;
+pub use prism_telemetry::status::ReloadOutcome;
 
 /// Re-reads the config file and applies it, or refuses it whole (implemented by the composition root).
 pub trait Reload: Send + Sync {
@@ -74,7 +74,7 @@ pub async fn serve_admin(listener: TcpListener, view: Arc<AdminView>, shutdown: 
             }
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "admin accept failed");
-                crate::runtime::sleep(Duration::from_millis(10)).await;
+                prism_runtime::sleep(Duration::from_millis(10)).await;
             }
         }
     }
@@ -226,6 +226,10 @@ async fn reload(view: &AdminView) -> (u16, &'static str, Vec<u8>) {
             b"no config file to reload (this node was not started with `prism serve --config`)\n".to_vec(),
         );
     };
+    #[allow(
+        clippy::disallowed_types,
+        reason = "taken once by the reload thread, then polled without blocking"
+    )]
     let slot: Arc<std::sync::Mutex<Option<ReloadOutcome>>> = Default::default();
     let result = slot.clone();
     let started = std::thread::Builder::new().name("prism-reload".into()).spawn(move || {
@@ -240,7 +244,7 @@ async fn reload(view: &AdminView) -> (u16, &'static str, Vec<u8>) {
             let status = if outcome.applied { 200 } else { 422 };
             return (status, "application/json", outcome.to_json().into_bytes());
         }
-        crate::runtime::sleep(Duration::from_millis(2)).await;
+        prism_runtime::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -348,7 +352,7 @@ impl AdminView {
             },
         );
         self.render_gauges(&mut out);
-        crate::telemetry::build::render(&mut out);
+        prism_telemetry::build::render(&mut out);
         let _ = writeln!(out, "# HELP prism_provider_outlier_heads_total Heads reported that the chain cannot be at (beyond what time allows, or far above the other providers); the provider is excluded as an outlier meanwhile.\n# TYPE prism_provider_outlier_heads_total counter");
         for (n, net) in config.networks.iter().enumerate() {
             for (i, p) in net.providers.iter().enumerate().filter(|(_, p)| !p.retired) {
@@ -456,7 +460,7 @@ impl AdminView {
     }
 
     /// One network's providers as `/status`, the status page and the terminal tables show them.
-    pub fn network_status(&self, n: usize, net: &crate::config::Network) -> NetworkStatus {
+    pub fn network_status(&self, n: usize, net: &prism_config::Network) -> NetworkStatus {
         let now = now_ms();
         let wall = wall_ms();
         let live = &self.lives[n];
@@ -557,7 +561,7 @@ impl AdminView {
         StatusDoc {
             service: "prism".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            commit: crate::telemetry::build::COMMIT.into(),
+            commit: prism_telemetry::build::COMMIT.into(),
             uptime_seconds: self.started.elapsed().as_secs(),
             open_connections: self.open_connections.load(Ordering::Relaxed) as u64,
             networks: config

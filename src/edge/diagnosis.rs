@@ -7,8 +7,8 @@
 
 use std::cell::Cell;
 
-use crate::core::{How, NetworkRoute, Source};
-use crate::rpc::ProviderId;
+use prism_core::{How, NetworkRoute, Source};
+use prism_wire::rpc::ProviderId;
 
 /// What one request's calls came to, gathered as they finish (batch items run concurrently).
 #[derive(Default)]

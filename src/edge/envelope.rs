@@ -17,7 +17,7 @@ pub struct EnvelopeLimits {
     pub max_depth: usize,
 }
 
-pub use crate::rpc::Call;
+pub use prism_wire::rpc::Call;
 
 /// Why a single call (or batch element) is not a valid request; answered with -32600.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,9 +227,10 @@ const MAX_MASKED: usize = 16;
 /// Whether `body` is one JSON value (any number size; nesting up to `jsonscan::MAX_DEPTH`), for the rare
 /// body simd-json could not read whole.
 fn is_json(body: &[u8]) -> bool {
-    let start = crate::jsonscan::skip_ws(body, 0);
+    let start = prism_wire::jsonscan::skip_ws(body, 0);
     std::str::from_utf8(body).is_ok()
-        && crate::jsonscan::skip_value(body, start).is_some_and(|end| crate::jsonscan::skip_ws(body, end) == body.len())
+        && prism_wire::jsonscan::skip_value(body, start)
+            .is_some_and(|end| prism_wire::jsonscan::skip_ws(body, end) == body.len())
 }
 
 /// Length of a JSON number (RFC 8259 grammar) at the start of `b`, if one is there.

@@ -1,6 +1,6 @@
 //! What the edge needs from an HTTP/1.1 request head, parsed with httparse.
 
-use crate::http1::{has_token, parse_content_length};
+use prism_wire::http1::{has_token, parse_content_length};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {

@@ -6,9 +6,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use crate::core::{forward, CallOutcome, Caller, NetworkRoute};
-use crate::rpc::Call;
-use crate::solana::SolanaRoute;
+use prism_core::{forward, CallOutcome, Caller, NetworkRoute};
+use prism_solana::SolanaRoute;
+use prism_wire::rpc::Call;
 
 /// What the edge serves under one network's path. Cloning shares it (a reload keeps a solana-magic network's
 /// routes as they are).
@@ -37,7 +37,7 @@ impl Network {
     /// submissions, retries) or the magic router (by account delegation).
     pub async fn forward(&self, call: &Call<'_>, caller: &Caller, deadline: Instant, ids: &Cell<u64>) -> CallOutcome {
         match &self.magic {
-            Some(sol) => crate::solana::router::handle(sol, call, caller, deadline).await,
+            Some(sol) => prism_solana::router::handle(sol, call, caller, deadline).await,
             None => forward(&self.route, call, caller, deadline, ids).await,
         }
     }
@@ -45,7 +45,7 @@ impl Network {
     /// Whether `method` opens or closes a subscription on this network's WebSocket.
     pub fn is_subscription_method(&self, method: &str) -> bool {
         match self.magic {
-            Some(_) => crate::solana::ws::is_subscription_method(method),
+            Some(_) => prism_solana::ws::is_subscription_method(method),
             None => matches!(method, "eth_subscribe" | "eth_unsubscribe"),
         }
     }

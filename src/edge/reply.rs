@@ -1,7 +1,7 @@
 //! Writing what the client receives: JSON-RPC reply objects with the client's own id bytes, and the
 //! HTTP/1.1 response around them.
 
-use crate::rpc::wire::write_json_str;
+use prism_wire::rpc::wire::write_json_str;
 
 /// `{"jsonrpc":"2.0","id":<id>,"result"|"error":<value>}`: `value` is the upstream's bytes, untouched.
 pub fn write_answer(out: &mut Vec<u8>, id: &[u8], is_error: bool, value: &[u8]) {

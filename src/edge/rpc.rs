@@ -11,12 +11,12 @@ use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use crate::core::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
-use crate::core::{CallOutcome, Caller, ProxyError};
-use crate::http1::SpareBufs;
-use crate::rpc::methods::method_index;
-use crate::rpc::wire::write_json_str;
-use crate::telemetry::metrics::CallResult;
+use prism_core::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
+use prism_core::{CallOutcome, Caller, ProxyError};
+use prism_telemetry::metrics::CallResult;
+use prism_wire::http1::SpareBufs;
+use prism_wire::rpc::methods::method_index;
+use prism_wire::rpc::wire::write_json_str;
 
 /// JSON-RPC error codes Prism produces itself.
 pub const INVALID_REQUEST: i32 = -32600;
@@ -105,7 +105,7 @@ pub async fn handle_body(
         _ => 1,
     };
     if let Some(key) = key {
-        if let Err(wait_ns) = key.admit(crate::telemetry::clock::now_ns(), cost) {
+        if let Err(wait_ns) = key.admit(prism_telemetry::clock::now_ns(), cost) {
             let mut body = Vec::new();
             write_throttled(&mut body, None, wait_ns);
             return BodyReply::Throttled {
@@ -150,7 +150,7 @@ pub async fn handle_body(
             diag.mark_batch();
             let replies = join_all(items.into_iter().map(|item| async move {
                 // A batch at the limit must not keep the shard from its other connections.
-                crate::runtime::yield_if_needed().await;
+                prism_runtime::yield_if_needed().await;
                 let mut out = Vec::new();
                 handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out)
                     .await

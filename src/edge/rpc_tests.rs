@@ -2,8 +2,8 @@
 //! JSON-RPC 2.0 error object a client library can parse, with `data` a client can act on.
 
 use super::*;
-use crate::transport::validate::InvalidResponse;
-use crate::transport::TransportError;
+use prism_transport::validate::InvalidResponse;
+use prism_transport::TransportError;
 
 fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))

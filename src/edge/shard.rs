@@ -15,9 +15,9 @@ use super::envelope::{EnvelopeLimits, EnvelopeParser};
 use super::keys::KeyRing;
 use super::network::Network;
 use super::rpc::RpcShard;
-use crate::config::Limits;
-use crate::http1::SpareBufs;
-use crate::runtime::Shutdown;
+use prism_config::Limits;
+use prism_runtime::Shutdown;
+use prism_wire::http1::SpareBufs;
 
 /// What a client connection holds in malloc (its task, its state, the runtime's socket), at the least: an
 /// idle one measured 2.15 KiB (perf/idle_clients.py, 10 000 clients).
@@ -47,7 +47,7 @@ pub struct Shard {
     pub rpc: RpcShard,
     pub shutdown: Shutdown,
     /// The same shutdown, waited on by this shard's connections alone (no shared list per idle read).
-    pub local_shutdown: crate::runtime::LocalShutdown,
+    pub local_shutdown: prism_runtime::LocalShutdown,
     /// Open client connections across all shards, for `limits.max_connections`.
     pub open_global: Arc<AtomicUsize>,
     /// Open client connections on this shard, for draining.
@@ -57,7 +57,7 @@ pub struct Shard {
     /// Client subscriptions open on this shard (EVM and Solana), for `limits.max_subscriptions_per_shard`.
     pub subscriptions: Cell<usize>,
     /// This shard's health samples, shipped to the aggregator.
-    pub recorder: Rc<crate::telemetry::recorder::Recorder>,
+    pub recorder: Rc<prism_telemetry::recorder::Recorder>,
     /// Read buffers idle connections gave back while they wait (`ReadBuf::read_idle_from`).
     pub spare_in: SpareBufs,
     /// Answer buffers idle connections gave back.
@@ -65,12 +65,12 @@ pub struct Shard {
     /// Request bodies between requests.
     pub spare_bodies: SpareBufs,
     /// Homes for the future that answers a request (`edge::server`), between requests.
-    pub answer_homes: crate::runtime::SpareBoxes,
+    pub answer_homes: prism_runtime::SpareBoxes,
     /// Homes for the future that reads the rest of a request once its first bytes are in.
-    pub request_homes: crate::runtime::SpareBoxes,
+    pub request_homes: prism_runtime::SpareBoxes,
     /// Homes for the future that answers one WebSocket message (`edge::ws`): not part of every idle
     /// subscriber's session.
-    pub message_homes: crate::runtime::SpareBoxes,
+    pub message_homes: prism_runtime::SpareBoxes,
 }
 
 impl Shard {
@@ -80,11 +80,11 @@ impl Shard {
         gen: Gen,
         shutdown: Shutdown,
         open_global: Arc<AtomicUsize>,
-        recorder: Rc<crate::telemetry::recorder::Recorder>,
+        recorder: Rc<prism_telemetry::recorder::Recorder>,
     ) -> Shard {
         let rpc = RpcShard {
             parser: RefCell::new(EnvelopeParser::new(envelope_limits(&gen.limits))),
-            ids: Cell::new(crate::rpc::ids::CLIENT_CALLS),
+            ids: Cell::new(prism_wire::rpc::ids::CLIENT_CALLS),
             max_answer_bytes: Cell::new(gen.limits.max_answer_bytes),
             answers: Default::default(),
         };
@@ -93,7 +93,7 @@ impl Shard {
             tls,
             gen: RefCell::new(Rc::new(gen)),
             rpc,
-            local_shutdown: crate::runtime::LocalShutdown::new(shutdown.clone()),
+            local_shutdown: prism_runtime::LocalShutdown::new(shutdown.clone()),
             shutdown,
             open_global,
             open_local: Cell::new(0),

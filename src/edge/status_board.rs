@@ -6,14 +6,14 @@
 use std::sync::atomic::Ordering;
 
 use super::admin::{wall_ms, AdminView};
-use crate::rpc::ProviderId;
-use crate::telemetry::badge::badge;
-use crate::telemetry::clock::now_ms;
-use crate::telemetry::history::POINT_MS;
-use crate::telemetry::status::{
+use prism_telemetry::badge::badge;
+use prism_telemetry::clock::now_ms;
+use prism_telemetry::history::POINT_MS;
+use prism_telemetry::status::{
     round, ErProvider, ErStatus, KeyStatus, MinuteStatus, NetworkStatus, ProviderStatus, Series, SolanaStatus,
     TimelineEvent, TotalsStatus,
 };
+use prism_wire::rpc::ProviderId;
 
 /// Milliseconds since the Unix epoch of a process-clock time, for a browser to print as a wall time.
 fn unix_ms(at_ms: u64, now: u64) -> u64 {
@@ -78,7 +78,7 @@ impl AdminView {
     }
 
     /// A network's point interval, timeline and (solana-magic) ERs.
-    pub(super) fn fill_network_board(&self, network: usize, net: &crate::config::Network, out: &mut NetworkStatus) {
+    pub(super) fn fill_network_board(&self, network: usize, net: &prism_config::Network, out: &mut NetworkStatus) {
         let now = now_ms();
         let live = &self.lives[network];
         let health = live.health.load();

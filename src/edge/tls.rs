@@ -9,7 +9,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 
-use crate::config::Tls;
+use prism_config::Tls;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -53,9 +53,9 @@ impl EdgeTls {
 
     /// Reloads on SIGHUP (see `runtime::hangup`).
     pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<()> {
-        crate::runtime::hangup::install()?;
+        prism_runtime::hangup::install()?;
         let this = self.clone();
-        crate::runtime::hangup::on_hangup(move || match this.reload() {
+        prism_runtime::hangup::on_hangup(move || match this.reload() {
             Ok(()) => tracing::info!("TLS certificate reloaded"),
             Err(e) => tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate"),
         });

@@ -24,13 +24,13 @@ use super::network::Network;
 use super::reply::{write_answer, write_error};
 use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
 use super::shard::Shard;
-use crate::core::subs::{Outbox, Outgoing, SubHub, SubscribeError};
-use crate::core::Caller;
-use crate::http1::ws_frame::{self, Progress, WsMessage, WsReader};
-use crate::http1::ReadBuf;
-use crate::jsonscan::{nth_element, plain_str};
-use crate::runtime::queue::LocalQueue;
-use crate::runtime::timeout_at;
+use prism_core::subs::{Outbox, Outgoing, SubHub, SubscribeError};
+use prism_core::Caller;
+use prism_runtime::queue::LocalQueue;
+use prism_runtime::timeout_at;
+use prism_wire::http1::ws_frame::{self, Progress, WsMessage, WsReader};
+use prism_wire::http1::ReadBuf;
+use prism_wire::jsonscan::{nth_element, plain_str};
 
 /// The `Sec-WebSocket-Accept` value for a client's key.
 pub fn accept_key(key: &[u8]) -> String {
@@ -58,14 +58,14 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let metrics = network.route.recorder.metrics();
     metrics.ws_clients(1);
     if limits.ws_send_buffer_bytes > 0 {
-        crate::runtime::net::cap_send_buffer(fd, limits.ws_send_buffer_bytes);
+        prism_runtime::net::cap_send_buffer(fd, limits.ws_send_buffer_bytes);
     }
     let out: Outbox = LocalQueue::new(limits.ws_max_queue);
     let session = Session {
         stream: RefCell::new(stream),
         solana: network
             .magic()
-            .map(|sol| crate::solana::ws::Session::new(sol.clone(), out.clone(), caller)),
+            .map(|sol| prism_solana::ws::Session::new(sol.clone(), out.clone(), caller)),
         out,
         shard,
         network,
@@ -77,7 +77,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     };
     // The reader also stops when the queue closes (overflow), so a client that stopped reading is released
     // as soon as the writer gives up on it.
-    let ((), (end, unsent)) = crate::runtime::zip_apart(session.read(), session.write()).await;
+    let ((), (end, unsent)) = prism_runtime::zip_apart(session.read(), session.write()).await;
     session.release();
     metrics.ws_clients(-1);
     session.close(fd, end, unsent).await;
@@ -98,7 +98,7 @@ struct Session<'a, S> {
     counted: Cell<usize>,
     /// How the reader ended the session, when it did: the close code and reason to send.
     ended: Cell<Option<(u16, &'static str)>>,
-    solana: Option<Rc<crate::solana::ws::Session>>,
+    solana: Option<Rc<prism_solana::ws::Session>>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
@@ -207,7 +207,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
                 buf.give_to(&shard.spare_in);
             }
             // One busy client cannot keep the shard from its other connections.
-            crate::runtime::yield_if_needed().await;
+            prism_runtime::yield_if_needed().await;
             if !self.take(message).await || out.is_closed() {
                 break;
             }
@@ -223,7 +223,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
         socket: &mut Half<'_, S>,
         buf: &mut ReadBuf,
         need: usize,
-    ) -> Option<Result<std::io::Result<usize>, crate::runtime::Elapsed>> {
+    ) -> Option<Result<std::io::Result<usize>, prism_runtime::Elapsed>> {
         let shard = self.shard;
         let idle = Duration::from_millis(shard.gen().limits.idle_timeout_ms);
         let more = need.saturating_sub(buf.len()).max(IDLE_READ);
@@ -339,7 +339,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
         let opening = network.opens_subscription(&method);
         if opening {
             // Opening a subscription is billed like any call (releasing one never is), and capped.
-            if let Some(Err(wait_ns)) = key.map(|k| k.admit(crate::telemetry::clock::now_ns(), 1)) {
+            if let Some(Err(wait_ns)) = key.map(|k| k.admit(prism_telemetry::clock::now_ns(), 1)) {
                 write_throttled(&mut reply, Some(&id), wait_ns);
                 return Some(reply);
             }
@@ -360,7 +360,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             match SubHub::subscribe(route, &params, out, caller.mark) {
                 Ok(sub_id) => {
                     let mut v = Vec::new();
-                    crate::rpc::wire::write_json_str(&mut v, &sub_id);
+                    prism_wire::rpc::wire::write_json_str(&mut v, &sub_id);
                     write_answer(&mut reply, &id, false, &v);
                     subs.borrow_mut().push(sub_id);
                 }
@@ -433,7 +433,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
         if closed.is_err() {
             // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
             // holds are freed now rather than when (if ever) the client reads.
-            crate::runtime::net::reset(fd);
+            prism_runtime::net::reset(fd);
         }
     }
 }
@@ -518,7 +518,7 @@ async fn overflow(out: &Outbox) {
 }
 
 /// Subscriptions this connection holds now (EVM and Solana).
-fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<crate::solana::ws::Session>>) -> usize {
+fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<prism_solana::ws::Session>>) -> usize {
     subs.borrow().len() + solana.map_or(0, |s| s.subscriptions())
 }
 
@@ -526,7 +526,7 @@ fn held(subs: &RefCell<Vec<String>>, solana: Option<&Rc<crate::solana::ws::Sessi
 fn over_subscription_cap(
     shard: &Shard,
     subs: &RefCell<Vec<String>>,
-    solana: Option<&Rc<crate::solana::ws::Session>>,
+    solana: Option<&Rc<prism_solana::ws::Session>>,
 ) -> Option<String> {
     let gen = shard.gen();
     let limits = &gen.limits;

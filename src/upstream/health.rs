@@ -11,17 +11,17 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::core::state::NetworkLive;
-use crate::rpc::methods::Family;
-use crate::rpc::ProviderId;
-use crate::runtime::Shutdown;
-use crate::telemetry::clock::now_ms;
-use crate::telemetry::history::{NetworkHistory, Ticker, POINT_MS};
-use crate::telemetry::metrics::{Counters, ShardMetrics};
-use crate::telemetry::recorder::Delta;
-use crate::telemetry::snapshot::{NetworkHealth, ProviderHealth};
-use crate::telemetry::totals::Totals;
-use crate::telemetry::window::{Interval, Window};
+use prism_core::state::NetworkLive;
+use prism_runtime::Shutdown;
+use prism_telemetry::clock::now_ms;
+use prism_telemetry::history::{NetworkHistory, Ticker, POINT_MS};
+use prism_telemetry::metrics::{Counters, ShardMetrics};
+use prism_telemetry::recorder::Delta;
+use prism_telemetry::snapshot::{NetworkHealth, ProviderHealth};
+use prism_telemetry::totals::Totals;
+use prism_telemetry::window::{Interval, Window};
+use prism_wire::rpc::methods::Family;
+use prism_wire::rpc::ProviderId;
 
 /// How often a fresh snapshot is published.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
@@ -83,7 +83,7 @@ fn run(inputs: Inputs, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
     while !shutdown.is_triggered() {
         // Fair shares refill every tick: wake that often while they are on.
         let wait = if networks.iter().any(|n| n.quota.fair_on()) {
-            Duration::from_millis(crate::core::quota::TICK_MS)
+            Duration::from_millis(prism_core::quota::TICK_MS)
         } else {
             PUBLISH_EVERY
         };

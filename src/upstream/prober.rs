@@ -9,19 +9,19 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::breaker::BreakerState;
-use crate::core::classify::Class;
-use crate::core::judge::{judge, Judged};
-use crate::core::route::NetworkRoute;
-use crate::core::slots::SlotChange;
-use crate::core::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
-use crate::jsonscan::{hex_quantity, object_field};
-use crate::rpc::methods::{Family, Finality};
-use crate::rpc::wire::write_upstream_call;
-use crate::rpc::ProviderId;
-use crate::runtime::Shutdown;
-use crate::telemetry::cause::{warn_change, Origin, Reason};
-use crate::telemetry::clock::now_ms;
+use prism_core::breaker::BreakerState;
+use prism_core::classify::Class;
+use prism_core::judge::{judge, Judged};
+use prism_core::route::NetworkRoute;
+use prism_core::slots::SlotChange;
+use prism_core::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
+use prism_runtime::Shutdown;
+use prism_telemetry::cause::{warn_change, Origin, Reason};
+use prism_telemetry::clock::now_ms;
+use prism_wire::jsonscan::{hex_quantity, object_field};
+use prism_wire::rpc::methods::{Family, Finality};
+use prism_wire::rpc::wire::write_upstream_call;
+use prism_wire::rpc::ProviderId;
 
 /// Longest a probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,7 +34,7 @@ pub const FLOOR_RECHECK_PROBES: u64 = 150;
 
 /// Runs the probe loop for provider `i` of `route` on the current shard until shutdown.
 pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration, shutdown: &Shutdown) {
-    let mut id = crate::rpc::ids::PROBES;
+    let mut id = prism_wire::rpc::ids::PROBES;
     let mut round = 0u64;
     let recheck_ms = (interval.as_millis() as u64).saturating_mul(FLOOR_RECHECK_PROBES);
     // A reload that replaced the route starts its own probers: this one ends at its next tick.
@@ -84,7 +84,7 @@ async fn until_tick_or_probe_due(route: &NetworkRoute, i: ProviderId, next: Inst
             _ => {}
         }
         futures_lite::future::or(
-            async { crate::runtime::sleep(wake.saturating_duration_since(Instant::now())).await },
+            async { prism_runtime::sleep(wake.saturating_duration_since(Instant::now())).await },
             shutdown.triggered(),
         )
         .await;

@@ -6,8 +6,8 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use crate::config::{Config, Endpoint, NetworkKind, ProviderRole};
-use crate::transport::ExtraHeaders;
+use prism_config::{Config, Endpoint, NetworkKind, ProviderRole};
+use prism_transport::ExtraHeaders;
 
 #[derive(Debug, Clone)]
 pub struct ProviderSpec {
