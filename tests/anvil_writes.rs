@@ -11,12 +11,10 @@
 //!
 //! Needs `scripts/deps/evm.sh` (anvil in tests/evm/node_modules).
 
-mod support;
-
+use crate::support::anvil::{Anvil, ACCOUNTS};
+use crate::support::relay::{Ledger, Relay};
+use crate::support::{call, expect_http_result, wait_serving, Prism};
 use serde_json::{json, Value};
-use support::anvil::{Anvil, ACCOUNTS};
-use support::relay::{Ledger, Relay};
-use support::{call, expect_http_result, wait_serving, Prism};
 
 /// Prism in front of `relays` (each forwarding to one anvil).
 fn prism_for(relays: &[&Relay]) -> Prism {
@@ -48,7 +46,7 @@ fn signed_transfer(anvil: &Anvil, from: &str) -> String {
 }
 
 fn hash_of(raw: &str) -> String {
-    support::relay::keccak_hex(raw).unwrap()
+    crate::support::relay::keccak_hex(raw).unwrap()
 }
 
 #[test]

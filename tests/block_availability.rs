@@ -4,10 +4,8 @@
 //! are routed as usual (round robin here, so both must get traffic); a learned floor is re-checked by the
 //! prober, and a node that gained history is used again.
 
-mod support;
-
+use crate::support::{call, expect_http_result, http, wait_serving, wait_until, Conn, FakeProvider, Prism};
 use std::time::Duration;
-use support::{call, expect_http_result, http, wait_serving, wait_until, Conn, FakeProvider, Prism};
 
 const HEAD: u64 = 10_000;
 const FLOOR: u64 = 9_000;

@@ -32,6 +32,12 @@
 //!
 //! `CHAOS_FAULT_MS` (default 3000) sets how long each fault lasts, `CHAOS_SHARDS` (default 1) Prism's shards; `PRISM_CHAOS_RESULTS=path` also writes the
 //! table there as Markdown (`perf/chaos/run.sh` does both). Needs `scripts/deps/evm.sh`.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::too_many_lines,
+    reason = "tests and their fakes run on plain threads, not shards; the size targets are for the product"
+)]
 
 mod support;
 

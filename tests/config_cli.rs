@@ -1,12 +1,10 @@
 //! `prism check` / `prism serve` on configs: the reference configs load, `${ENV}` substitution, and errors
 //! that name the bad field with a non-zero exit.
 
-mod support;
-
+use crate::support::prism::{run_cli, CliOutput, PrismBuilder, Scratch};
+use crate::support::{call, expect_http_result, FakeProvider, Prism};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::prism::{run_cli, CliOutput, PrismBuilder, Scratch};
-use support::{call, expect_http_result, FakeProvider, Prism};
 
 const CLI_TIME: Duration = Duration::from_secs(20);
 

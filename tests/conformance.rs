@@ -8,13 +8,11 @@
 //! for every kind of id JSON allows. The few places where Prism answers differently on purpose are listed
 //! in [`deliberate`] with the reason.
 
-mod support;
-
+use crate::support::replay::{load_corpus, Exchange, ReplayNode};
+use crate::support::{json, Prism, Response};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use support::replay::{load_corpus, Exchange, ReplayNode};
-use support::{json, Prism, Response};
 
 const CHAIN_ID: u64 = 4663;
 
@@ -38,7 +36,7 @@ fn start(node: &ReplayNode, max_batch: usize) -> Prism {
         .limit("max_body_bytes", 1 << 20)
         .limit("request_deadline_ms", 5000)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     prism
 }
 
@@ -88,7 +86,7 @@ fn submission_of(sync: &Exchange) -> Exchange {
 
 /// A call object for `ex` with raw id text `id`.
 fn call_text(ex: &Exchange, id: &str) -> String {
-    support::call(id, &ex.method, &ex.params_text())
+    crate::support::call(id, &ex.method, &ex.params_text())
 }
 
 /// Checks one response object (raw bytes) for exchange `ex` asked with raw id `id`.
@@ -237,7 +235,7 @@ fn single_calls_get_the_node_answer_byte_for_byte() {
     node.finalize_at_head();
     let prism = start(&node, 10);
     assert!(
-        support::wait_until(std::time::Duration::from_secs(10), || prism.status()["networks"][0]
+        crate::support::wait_until(std::time::Duration::from_secs(10), || prism.status()["networks"][0]
             ["finalized"]
             .as_u64()
             .is_some_and(|f| f > 0)),
@@ -266,9 +264,9 @@ fn single_calls_get_the_node_answer_byte_for_byte() {
 
 /// Sends `items` (exchange, raw id) as one batch and checks every answer, matched by id.
 fn check_batch(prism: &Prism, items: &[(&Exchange, String)], failures: &mut Vec<String>) {
-    let body = support::batch(&items.iter().map(|(ex, id)| call_text(ex, id)).collect::<Vec<_>>());
+    let body = crate::support::batch(&items.iter().map(|(ex, id)| call_text(ex, id)).collect::<Vec<_>>());
     let resp = prism.rpc(body.as_bytes());
-    let answers = support::batch_items(&resp);
+    let answers = crate::support::batch_items(&resp);
     assert_eq!(
         answers.len(),
         items.len(),
@@ -416,13 +414,13 @@ fn replay_node_answers_with_the_callers_id() {
     let node = ReplayNode::start(&corpus);
     let ex = corpus.iter().find(|ex| ex.name == "balance").unwrap();
     let addr: std::net::SocketAddr = node.url().trim_start_matches("http://").parse().unwrap();
-    let mut conn = support::Conn::connect(addr);
-    let resp = conn.request(&support::http::post("/", call_text(ex, "\"x\\\"y\"").as_bytes()));
-    let want = support::replay::with_id(&ex.response, b"\"x\\\"y\"");
+    let mut conn = crate::support::Conn::connect(addr);
+    let resp = conn.request(&crate::support::http::post("/", call_text(ex, "\"x\\\"y\"").as_bytes()));
+    let want = crate::support::replay::with_id(&ex.response, b"\"x\\\"y\"");
     assert_eq!(resp.body, want, "{}", resp.describe());
-    let resp = conn.request(&support::http::post(
+    let resp = conn.request(&crate::support::http::post(
         "/",
-        support::call(
+        crate::support::call(
             "1",
             "eth_getBalance",
             r#"["0x0000000000000000000000000000000000000009","latest"]"#,
@@ -462,7 +460,7 @@ fn invalid_json_after_a_number_is_refused_not_forwarded() {
     let reached = node
         .asked()
         .iter()
-        .filter(|a| !support::BACKGROUND_METHODS.contains(&a.method.as_str()))
+        .filter(|a| !crate::support::BACKGROUND_METHODS.contains(&a.method.as_str()))
         .count();
     assert!(
         failures.is_empty() && reached == 0,
@@ -496,24 +494,24 @@ fn valid_json_with_a_long_exponent_is_served() {
 /// requests from one client take a healthy provider out for everyone.
 #[test]
 fn malformed_bodies_do_not_open_a_healthy_providers_breaker() {
-    let fake = support::FakeProvider::start();
+    let fake = crate::support::FakeProvider::start();
     let prism = Prism::builder()
         .provider(&fake)
         .network_option("probe_interval_ms", 100)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     for _ in 0..10 {
         let _ = prism.rpc(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[1\0x]}");
     }
     let state = prism.provider_state("p1");
-    let resp = prism.rpc(support::call("2", "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+    let resp = prism.rpc(crate::support::call("2", "eth_getBalance", crate::support::BALANCE_PARAMS).as_bytes());
     assert_eq!(
         state,
         "closed",
         "p1 after 10 malformed client bodies; then a valid read got {}",
         resp.describe()
     );
-    support::expect_http_result(&resp, "2");
+    crate::support::expect_http_result(&resp, "2");
 }
 
 /// Issue 13: errors no rule of Prism's knows (eth_simulateV1's -38020 "block numbers must be in order", ...)

@@ -4,14 +4,12 @@
 //! with no failed call; `prism status` prints the node's real head; cordoning takes a provider out of
 //! routing at once and puts it back, behind the admin token.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::prism::{free_port, run_cli, Scratch};
-use support::{call, expect_http_result, wait_until, FakeProvider, Prism, BALANCE_PARAMS};
+use crate::support::prism::{free_port, run_cli, Scratch};
+use crate::support::{call, expect_http_result, wait_until, FakeProvider, Prism, BALANCE_PARAMS};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -140,7 +138,7 @@ fn providers_needing_a_header_or_basic_auth_are_served_and_the_secrets_appear_no
         .extra_toml("[cache]\nenabled = false\ndedupe = false\n")
         .log_level("debug")
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     for i in 0..40 {
         let r = prism.rpc(call(&i.to_string(), "eth_getBalance", BALANCE_PARAMS).as_bytes());
         expect_http_result(&r, &i.to_string());
@@ -199,7 +197,7 @@ fn a_rotated_secret_file_is_picked_up_by_sighup_under_load_with_no_failed_call()
             .extra_toml("[cache]\nenabled = false\ndedupe = false\n")
             .start(),
     );
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let load: Vec<_> = (0..4)
@@ -212,7 +210,7 @@ fn a_rotated_secret_file_is_picked_up_by_sighup_under_load_with_no_failed_call()
                     i += 1;
                     let id = format!("{}", t * 1_000_000 + i);
                     let body = call(&id, "eth_getBalance", BALANCE_PARAMS);
-                    let r = conn.request(&support::http::post("/", body.as_bytes()));
+                    let r = conn.request(&crate::support::http::post("/", body.as_bytes()));
                     if r.status == 200 && r.json().get("result").is_some() {
                         ok.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -269,7 +267,7 @@ fn prism_status_prints_the_nodes_real_head_lag_and_uptime() {
         .admin_port(admin)
         .network_option("probe_interval_ms", 100)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     prism.wait_provider("p1", WAIT, "head", |r| r["head"] == 0x1234567);
     for addr in [
         format!("127.0.0.1:{admin}"),
@@ -320,13 +318,13 @@ fn cordon_takes_a_provider_out_of_routing_at_once_behind_the_admin_token_and_unc
         .extra_toml("[admin]\ntoken = \"${ADMIN_TOKEN}\"\n[cache]\nenabled = false\ndedupe = false\n")
         .env("ADMIN_TOKEN", TOKEN)
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let admin_addr = format!("127.0.0.1:{admin}");
     // Without the token, nothing changes.
     let out = run_cli(&["cordon", "p1", "--admin", &admin_addr], &[], WAIT);
     assert!(!out.success() && out.stderr.contains("401"), "{}", out.all());
-    let mut c = support::Conn::connect(prism.admin_addr());
-    let r = c.request(&support::http::post_with(
+    let mut c = crate::support::Conn::connect(prism.admin_addr());
+    let r = c.request(&crate::support::http::post_with(
         "/reload",
         b"",
         &["Authorization: Bearer wrong-token-0000000"],

@@ -2,17 +2,14 @@
 //! alert rules use exists on a running node's `/metrics` (with `[cluster]`, so Redis' metrics are there
 //! too), the production config passes `prism check`, and the systemd unit verifies where systemd is.
 
-mod support;
-
-#[path = "support/redis.rs"]
-mod redis_server;
+use crate::support::redis as redis_server;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::{FakeProvider, Prism};
 use redis_server::RedisServer;
-use support::{FakeProvider, Prism};
 
 fn deploy(file: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file);
@@ -77,7 +74,7 @@ fn the_dashboard_and_the_alerts_use_only_metrics_prism_exports() {
         .provider(&fake)
         .extra_toml(&format!("[cluster]\nredis_url = \"{}\"\n", redis.url()))
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let _ = prism.rpc(br#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#);
     let metrics = prism.admin_get("/metrics").text();
     let exported: BTreeSet<String> = metrics
@@ -96,7 +93,7 @@ fn the_dashboard_and_the_alerts_use_only_metrics_prism_exports() {
 
 #[test]
 fn the_production_config_passes_prism_check() {
-    let out = Command::new(std::path::PathBuf::from(support::prism::BIN))
+    let out = Command::new(std::path::PathBuf::from(crate::support::prism::BIN))
         .args(["check", "-c"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prism.toml"))
         .env("ALCHEMY_KEY", "k")
@@ -140,7 +137,9 @@ fn the_systemd_unit_verifies_where_systemd_is_available() {
     let copy = unit
         .replace(
             "/usr/local/bin/prism",
-            &std::path::PathBuf::from(support::prism::BIN).display().to_string(),
+            &std::path::PathBuf::from(crate::support::prism::BIN)
+                .display()
+                .to_string(),
         )
         .replace("/etc/prism/prism.toml", &config.display().to_string());
     let path = dir.join("prism.service");

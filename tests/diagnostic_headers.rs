@@ -4,11 +4,9 @@
 //! that shares an identical one in flight says `join`; a batch gets counts; `diagnostic_headers = false`
 //! sends none; a header never carries a URL or a key.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{FakeProvider, Mode, Prism, Response};
+use crate::support::{FakeProvider, Mode, Prism, Response};
 
 fn call(id: u64, method: &str, params: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)
@@ -39,9 +37,9 @@ fn answers_say_who_answered_after_how_many_attempts_and_from_where() {
         .providers(&[&a, &b])
         .extra_toml("[[keys]]\nname = \"app\"\nkey = \"secret-app-key\"\nstrategy = \"round_robin\"\n")
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     assert!(
-        support::wait_until(Duration::from_secs(5), || prism.status()["networks"][0]["finalized"]
+        crate::support::wait_until(Duration::from_secs(5), || prism.status()["networks"][0]["finalized"]
             == 200),
         "the finalized block was never learned"
     );
@@ -160,7 +158,7 @@ fn diagnostic_headers_can_be_turned_off() {
         .provider(&a)
         .server_option("diagnostic_headers", false)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let r = prism.rpc(call(1, "eth_getBalance", r#"["0x01","latest"]"#).as_bytes());
     assert_eq!(r.status, 200, "{}", r.describe());
     assert_eq!(headers(&r), [None, None, None, None], "{}", r.describe());

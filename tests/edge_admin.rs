@@ -2,10 +2,8 @@
 //! every network has a usable provider, 503 when all of a network's providers are down, and 200 again as
 //! soon as one recovers; `/status` carries the documented provider fields.
 
-mod support;
-
+use crate::support::{FakeProvider, Mode, Prism};
 use std::time::Duration;
-use support::{FakeProvider, Mode, Prism};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -17,7 +15,7 @@ fn healthz_and_readyz_follow_provider_health() {
         .network_option("probe_interval_ms", 50)
         .extra_toml("[policy.breaker]\nfailure_threshold = 2\ncooldown_ms = 300\nmax_cooldown_ms = 600")
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     assert_eq!(prism.admin_get("/healthz").status, 200);
     assert_eq!(prism.admin_get("/readyz").status, 200);
 
@@ -65,10 +63,11 @@ fn status_json_carries_the_documented_provider_fields() {
         .provider(&p2)
         .network_option("probe_interval_ms", 50)
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     for i in 0..10 {
-        let r = prism.rpc(support::call(&i.to_string(), "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
-        support::expect_http_result(&r, &i.to_string());
+        let r = prism
+            .rpc(crate::support::call(&i.to_string(), "eth_getBalance", crate::support::BALANCE_PARAMS).as_bytes());
+        crate::support::expect_http_result(&r, &i.to_string());
     }
     let row = prism.wait_provider("p2", WAIT, "lag 3", |r| r["lag"] == 3);
     // Figures come from the health aggregator: wait until the calls are in.
@@ -78,7 +77,7 @@ fn status_json_carries_the_documented_provider_fields() {
             .map_or(0, |ps| ps.iter().filter_map(|p| p["calls"].as_u64()).sum())
     };
     assert!(
-        support::wait_until(WAIT, || total_calls(&prism.status()) >= 10),
+        crate::support::wait_until(WAIT, || total_calls(&prism.status()) >= 10),
         "calls never reached /status: {}",
         prism.status()
     );
@@ -129,9 +128,9 @@ fn prism_status_prints_the_provider_table_of_a_running_node() {
     let (healthy, failing) = (FakeProvider::start(), FakeProvider::start());
     failing.set_mode(Mode::Status(503));
     let prism = Prism::start(&[&healthy, &failing]);
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     prism.wait_state("p2", "open", std::time::Duration::from_secs(15));
-    let out = std::process::Command::new(support::prism::BIN)
+    let out = std::process::Command::new(crate::support::prism::BIN)
         .args(["status", "--admin", &prism.admin_addr().to_string()])
         .output()
         .expect("run prism status");
@@ -148,7 +147,7 @@ fn prism_status_prints_the_provider_table_of_a_running_node() {
     assert_eq!(state("p1"), "closed", "{text}");
     assert_eq!(state("p2"), "open", "{text}");
     assert!(row("p2").contains("http_5xx"), "the cause: {text}");
-    let gone = std::process::Command::new(support::prism::BIN)
+    let gone = std::process::Command::new(crate::support::prism::BIN)
         .args(["status", "--admin", "127.0.0.1:9"])
         .output()
         .expect("run prism status");

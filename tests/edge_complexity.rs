@@ -14,9 +14,7 @@
 //! Bounds are generous (a loaded 2-core machine); the measured figures are printed so they can be quoted.
 //! Every wait polls observable state with a deadline.
 
-mod support;
-#[path = "support/ws_fake.rs"]
-mod ws_fake;
+use crate::support::ws_fake;
 
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -25,8 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::{
+    batch, call, expect_http_result, wait_serving, wait_until, FakeProvider, Prism, PrismBuilder, Reply,
+};
 use serde_json::{json, Value};
-use support::{batch, call, expect_http_result, wait_serving, wait_until, FakeProvider, Prism, PrismBuilder, Reply};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
 use ws_fake::WsFake;
@@ -57,7 +57,7 @@ fn complexity_prism(fake: &FakeProvider) -> Prism {
 
 /// Sends `body` while another thread keeps sending a one-line `eth_chainId` to the same shard; returns how
 /// long the body took and the slowest small call that started while it was in flight.
-fn answer_meanwhile(prism: &Prism, what: &str, body: &[u8], check: impl FnOnce(&support::Response)) {
+fn answer_meanwhile(prism: &Prism, what: &str, body: &[u8], check: impl FnOnce(&crate::support::Response)) {
     let addr = prism.addr();
     let stop = Arc::new(AtomicBool::new(false));
     let in_flight = Arc::new(AtomicBool::new(false));
@@ -70,7 +70,7 @@ fn answer_meanwhile(prism: &Prism, what: &str, body: &[u8], check: impl FnOnce(&
             while !stop.load(Ordering::SeqCst) {
                 let during = in_flight.load(Ordering::SeqCst);
                 let started = Instant::now();
-                let r = support::Conn::connect(addr).request(&support::http::post("/", one.as_bytes()));
+                let r = crate::support::Conn::connect(addr).request(&crate::support::http::post("/", one.as_bytes()));
                 let took = started.elapsed();
                 expect_http_result(&r, "7");
                 warm.fetch_add(1, Ordering::SeqCst);
@@ -88,7 +88,7 @@ fn answer_meanwhile(prism: &Prism, what: &str, body: &[u8], check: impl FnOnce(&
     let started = Instant::now();
     let mut conn = prism.conn();
     conn.stream().set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let resp = conn.request(&support::http::post("/", body));
+    let resp = conn.request(&crate::support::http::post("/", body));
     let took = started.elapsed();
     // Let at least one small call start after the big one was answered too, so the pinger saw it through.
     let seen = warm.load(Ordering::SeqCst);
@@ -140,7 +140,7 @@ fn eighty_thousand_distinct_keys_are_answered_fast_and_the_shard_keeps_serving()
     // The same body with one key repeated at the very end is refused, just as fast.
     let dup = many_keys(80_000, r#","key000000":0"#);
     answer_meanwhile(&prism, "80 000 keys, one duplicate", &dup, |r| {
-        let (err, id) = support::expect_http_error(r, -32600);
+        let (err, id) = crate::support::expect_http_error(r, -32600);
         assert_eq!(id, "1");
         assert!(err["message"].as_str().unwrap().contains("duplicate key"), "{err}");
     });
@@ -163,7 +163,7 @@ fn escape_runs_and_unicode_escapes_are_answered_fast() {
     assert!(body.len() > 2_000_000);
     answer_meanwhile(&prism, "1 MB of \\u0041", body.as_bytes(), |r| {
         let result = expect_http_result(r, "3");
-        assert!(support::json::text(&result).contains(r#""params":["\u0041\u0041"#));
+        assert!(crate::support::json::text(&result).contains(r#""params":["\u0041\u0041"#));
     });
 }
 
@@ -184,10 +184,10 @@ fn a_batch_at_the_limit_and_nesting_at_the_depth_limit_are_answered_fast() {
         .collect();
     let body = batch(&items);
     answer_meanwhile(&prism, "batch of 1000", body.as_bytes(), |r| {
-        let replies = support::batch_items(r);
+        let replies = crate::support::batch_items(r);
         assert_eq!(replies.len(), 1000);
         for (i, reply) in replies.iter().enumerate() {
-            assert_eq!(support::expect_result(reply, &i.to_string()), b"\"0x1237\"");
+            assert_eq!(crate::support::expect_result(reply, &i.to_string()), b"\"0x1237\"");
         }
     });
     // 8000 arrays each nested 60 deep (object + params + 60 = 62 of 64 levels), forwarded and echoed.
@@ -204,7 +204,7 @@ fn a_batch_at_the_limit_and_nesting_at_the_depth_limit_are_answered_fast() {
         "[".repeat(63),
         "]".repeat(63)
     );
-    let (err, _) = support::expect_http_error(&prism.rpc(too_deep.as_bytes()), -32600);
+    let (err, _) = crate::support::expect_http_error(&prism.rpc(too_deep.as_bytes()), -32600);
     assert!(err["message"].as_str().unwrap().contains("deeper than 64"), "{err}");
 }
 
@@ -226,15 +226,15 @@ fn a_batch_whose_answers_exceed_max_answer_bytes_is_refused_with_one_error() {
     let one = |i: usize| call(&i.to_string(), "eth_getBlockByHash", &format!(r#"["{BLOCK}",false]"#));
     // Under the cap: answered in full.
     let r = prism.rpc(batch(&(0..5).map(one).collect::<Vec<_>>()).as_bytes());
-    let items = support::batch_items(&r);
+    let items = crate::support::batch_items(&r);
     assert_eq!(items.len(), 5);
     for (i, item) in items.iter().enumerate() {
-        assert_eq!(support::expect_result(item, &i.to_string()).len(), big.len());
+        assert_eq!(crate::support::expect_result(item, &i.to_string()).len(), big.len());
     }
     // 100 copies (10 MiB) against a 1 MiB cap: one error, not a 10 MiB body.
     let r = prism.rpc(batch(&(0..100).map(one).collect::<Vec<_>>()).as_bytes());
     assert!(r.body.len() < 4096, "refused, not built: {} bytes", r.body.len());
-    let (err, id) = support::expect_http_error(&r, -32003);
+    let (err, id) = crate::support::expect_http_error(&r, -32003);
     assert_eq!(id, "null");
     let message = err["message"].as_str().unwrap();
     assert!(message.contains("max_answer_bytes"), "{err}");
@@ -268,7 +268,7 @@ fn each_size_limit_has_its_own_code_and_names_itself() {
 
     let started = Instant::now();
     let r = prism.rpc(call("7", "eth_getLogs", &format!(r#"[{{"blockHash":"{BLOCK}"}}]"#)).as_bytes());
-    let (err, id) = support::expect_http_error(&r, -32005);
+    let (err, id) = crate::support::expect_http_error(&r, -32005);
     assert_eq!(id, "7", "the client's own id");
     let message = err["message"].as_str().unwrap();
     assert!(
@@ -285,12 +285,12 @@ fn each_size_limit_has_its_own_code_and_names_itself() {
         block.len()
     );
     let r = prism.rpc(batch(&(0..10).map(one).collect::<Vec<_>>()).as_bytes());
-    let (err, id) = support::expect_http_error(&r, -32003);
+    let (err, id) = crate::support::expect_http_error(&r, -32003);
     assert_eq!(id, "null", "a batch gets one error");
     let message = err["message"].as_str().unwrap();
     assert!(message.contains("limits.max_answer_bytes (524288 bytes)"), "{err}");
     let r = prism.rpc(call("\"r\"", "eth_getBlockReceipts", r#"["0x10"]"#).as_bytes());
-    let (err, id) = support::expect_http_error(&r, -32003);
+    let (err, id) = crate::support::expect_http_error(&r, -32003);
     assert_eq!(id, "\"r\"", "one call's error carries its id");
     assert!(
         err["message"].as_str().unwrap().contains("limits.max_answer_bytes"),
@@ -335,7 +335,8 @@ fn a_burst_beyond_the_upstream_connection_cap_queues_and_never_opens_more() {
         let clients: Vec<_> = (0..12)
             .map(|i| {
                 s.spawn(move || {
-                    let r = support::Conn::connect(addr).request(&support::http::post("/", balance(i).as_bytes()));
+                    let r = crate::support::Conn::connect(addr)
+                        .request(&crate::support::http::post("/", balance(i).as_bytes()));
                     expect_http_result(&r, &i.to_string());
                 })
             })
@@ -384,7 +385,7 @@ fn a_call_that_cannot_get_an_upstream_connection_in_time_fails_clearly_and_blame
     let addr = prism.addr();
     let write = thread::spawn(move || {
         let body = call("\"w\"", "eth_sendRawTransaction", r#"["0x02f8"]"#);
-        support::Conn::connect(addr).request(&support::http::post("/", body.as_bytes()))
+        crate::support::Conn::connect(addr).request(&crate::support::http::post("/", body.as_bytes()))
     });
     assert!(
         fake.wait_for_calls("eth_sendRawTransaction", 1, WAIT),
@@ -394,13 +395,13 @@ fn a_call_that_cannot_get_an_upstream_connection_in_time_fails_clearly_and_blame
     let reads: Vec<_> = (0..3)
         .map(|i| {
             thread::spawn(move || {
-                support::Conn::connect(addr).request(&support::http::post("/", balance(i).as_bytes()))
+                crate::support::Conn::connect(addr).request(&crate::support::http::post("/", balance(i).as_bytes()))
             })
         })
         .collect();
     for (i, r) in reads.into_iter().enumerate() {
         let r = r.join().unwrap();
-        let (err, id) = support::expect_http_error(&r, -32603);
+        let (err, id) = crate::support::expect_http_error(&r, -32603);
         assert_eq!(id, i.to_string());
         let message = err["message"].as_str().unwrap();
         assert!(message.contains("Upstream connection limit"), "{err}");

@@ -1,12 +1,10 @@
 //! The edge HTTP/1.1 server through a running Prism: keep-alive, bodies, limits, timeouts, CORS, paths.
 
-mod support;
-
+use crate::support::http::{self, Closed, Conn};
+use crate::support::{call, expect_http_error, expect_http_result, json, FakeProvider, Prism};
 use std::io::ErrorKind;
 use std::thread;
 use std::time::{Duration, Instant};
-use support::http::{self, Closed, Conn};
-use support::{call, expect_http_error, expect_http_result, json, FakeProvider, Prism};
 
 /// A plain read with id 1 (a method Prism never sends on its own, so upstream counts mean client traffic).
 const READ: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x0000000000000000000000000000000000000001","latest"]}"#;
@@ -34,7 +32,10 @@ fn keep_alive_serves_several_requests_on_one_connection() {
             call(&i.to_string(), "echo", &format!("[{i}]")).as_bytes(),
         ));
         let result = expect_http_result(&r, &i.to_string());
-        assert_eq!(support::raw_field(&result, "params"), format!("[{i}]").as_bytes());
+        assert_eq!(
+            crate::support::raw_field(&result, "params"),
+            format!("[{i}]").as_bytes()
+        );
         assert!(
             !r.closes(),
             "request {i} answered with Connection: close: {}",
@@ -87,7 +88,7 @@ fn chunked_request_body() {
     }
     let r = c.read_response().unwrap();
     let result = expect_http_result(&r, "7");
-    assert_eq!(support::raw_field(&result, "params"), br#"["chunked", 1, 2, 3]"#);
+    assert_eq!(crate::support::raw_field(&result, "params"), br#"["chunked", 1, 2, 3]"#);
     // the connection is still usable afterwards
     let r = c.request(&http::post("/", READ.as_bytes()));
     expect_http_result(&r, "1");
@@ -133,7 +134,7 @@ fn body_too_large_is_413_then_close() {
         .expect("no answer to an oversize Content-Length");
     assert_eq!(r.status, 413, "{}", r.describe());
     assert_closed(&mut c, "after 413");
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]
@@ -151,7 +152,7 @@ fn chunked_body_too_large_is_413_then_close() {
     };
     assert_eq!(r.status, 413, "{}", r.describe());
     assert_closed(&mut c, "after 413");
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]
@@ -164,7 +165,7 @@ fn body_at_the_limit_is_accepted() {
     assert_eq!(body.len(), 65536);
     let r = prism.rpc(body.as_bytes());
     let result = expect_http_result(&r, "1");
-    assert_eq!(support::raw_field(&result, "params").len(), pad + 4);
+    assert_eq!(crate::support::raw_field(&result, "params").len(), pad + 4);
     assert_eq!(fake.count("echo"), 1);
 }
 
@@ -253,7 +254,7 @@ fn conflicting_content_lengths_are_400_then_close() {
     let r = c.read_response_within(Duration::from_secs(2)).expect("no answer");
     assert_eq!(r.status, 400, "{}", r.describe());
     assert_closed(&mut c, "after 400");
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]
@@ -265,7 +266,7 @@ fn bad_chunk_size_is_400_then_close() {
     let r = c.read_response_within(Duration::from_secs(2)).expect("no answer");
     assert_eq!(r.status, 400, "{}", r.describe());
     assert_closed(&mut c, "after 400");
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]
@@ -301,7 +302,7 @@ fn max_connections_is_503_then_close() {
     assert_closed(&mut extra, "after 503");
     // A freed slot is usable again.
     drop(held.pop());
-    let ok = support::wait_until(Duration::from_secs(3), || {
+    let ok = crate::support::wait_until(Duration::from_secs(3), || {
         let Ok(mut c) = Conn::try_connect(prism.addr()) else {
             return false;
         };
@@ -360,7 +361,7 @@ fn a_client_that_never_reads_its_answers_is_reset_and_its_socket_freed() {
     // 12 KiB answers: each is queued on the shard's ring whole.
     fake.set_reply(
         "eth_getBlockByHash",
-        support::Reply::Result(format!("\"0x{}\"", "ab".repeat(6000))),
+        crate::support::Reply::Result(format!("\"0x{}\"", "ab".repeat(6000))),
     );
     let prism = Prism::builder()
         .provider(&fake)
@@ -368,7 +369,7 @@ fn a_client_that_never_reads_its_answers_is_reset_and_its_socket_freed() {
         .limit("close_timeout_ms", 200)
         .limit("idle_timeout_ms", 60_000)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     s.set_recv_buffer_size(4096).unwrap();
     s.connect(&prism.addr().into()).unwrap();
@@ -390,9 +391,9 @@ fn a_client_that_never_reads_its_answers_is_reset_and_its_socket_freed() {
             break;
         }
     }
-    assert!(support::tcp_socket_exists(prism.addr().port(), port));
-    let freed = support::wait_until(Duration::from_secs(10), || {
-        !support::tcp_socket_exists(prism.addr().port(), port)
+    assert!(crate::support::tcp_socket_exists(prism.addr().port(), port));
+    let freed = crate::support::wait_until(Duration::from_secs(10), || {
+        !crate::support::tcp_socket_exists(prism.addr().port(), port)
     });
     assert!(freed, "Prism still holds the socket of a client that never reads");
     drop(s);
@@ -432,7 +433,7 @@ fn slow_client_trickling_headers_gets_408_then_close() {
     assert_closed(&mut c, "after 408");
     drop(c);
     h.join().unwrap();
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]
@@ -481,7 +482,7 @@ fn cors_preflight() {
         .unwrap_or_else(|| panic!("no ACAH: {}", r.describe()));
     let h = headers.to_ascii_lowercase();
     assert!(h == "*" || h.contains("content-type"), "ACAH {headers:?}");
-    support::assert_no_client_calls(&fake, "a preflight");
+    crate::support::assert_no_client_calls(&fake, "a preflight");
     // keep-alive survives a preflight
     let r = c.request(&http::post("/", READ.as_bytes()));
     expect_http_result(&r, "1");
@@ -541,7 +542,7 @@ fn unknown_path_is_404_with_json_rpc_error() {
         "404 body has no JSON-RPC error: {}",
         r.describe()
     );
-    support::assert_no_client_calls(&fake, "a refused request");
+    crate::support::assert_no_client_calls(&fake, "a refused request");
 }
 
 #[test]

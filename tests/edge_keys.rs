@@ -3,9 +3,7 @@
 //! cannot submit transactions while the other calls of its batch proceed; the origin lock and the CORS
 //! preflight answer per key; a key limited to some networks cannot use the others.
 
-mod support;
-
-use support::{
+use crate::support::{
     assert_no_client_calls, batch, batch_items, call, expect_error, expect_http_result, http, json, Conn, FakeProvider,
     Prism, Response, BALANCE_PARAMS,
 };
@@ -139,7 +137,7 @@ fn browser_key_cannot_send_transactions_and_the_rest_of_its_batch_proceeds() {
     {
         let id = (100 + i).to_string();
         let r = post(&prism, "/", &call(&id, method, tx), &headers);
-        let (err, got_id) = support::expect_http_error(&r, -32001);
+        let (err, got_id) = crate::support::expect_http_error(&r, -32001);
         assert_eq!(got_id, id);
         assert!(err["message"].as_str().unwrap().contains(method), "{err}");
     }
@@ -152,17 +150,17 @@ fn browser_key_cannot_send_transactions_and_the_rest_of_its_batch_proceeds() {
             "eth_call",
             r#"[{"to":"0x00000000000000000000000000000000000000aa"},"latest"]"#,
         ),
-        support::notification("eth_sendRawTransaction", tx),
+        crate::support::notification("eth_sendRawTransaction", tx),
         call("4", "net_version", "[]"),
     ]);
     let r = post(&prism, "/", &body, &headers);
     let items = batch_items(&r);
     assert_eq!(items.len(), 4, "{}", r.describe());
-    support::expect_result(&items[0], "1");
+    crate::support::expect_result(&items[0], "1");
     let err = expect_error(&items[1], -32001);
-    assert_eq!(json::text(support::raw_field(&items[1], "id")), "2", "{err}");
-    support::expect_result(&items[2], "3");
-    support::expect_result(&items[3], "4");
+    assert_eq!(json::text(crate::support::raw_field(&items[1], "id")), "2", "{err}");
+    crate::support::expect_result(&items[2], "3");
+    crate::support::expect_result(&items[3], "4");
     assert_eq!(
         fake.count("eth_sendRawTransaction"),
         0,

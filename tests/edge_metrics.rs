@@ -2,13 +2,11 @@
 //! it parses, every sample line is understood, and the series an operator needs are there, per provider
 //! (and region), per method and per key, with values that match the traffic sent.
 
-mod support;
-
+use crate::support::tools::{python_with_prometheus_client, run_with_timeout};
+use crate::support::{batch, call, expect_http_result, FakeProvider, Mode, Prism};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
-use support::tools::{python_with_prometheus_client, run_with_timeout};
-use support::{batch, call, expect_http_result, FakeProvider, Mode, Prism};
 
 /// One parsed sample: name, labels, value.
 #[derive(Debug, Clone)]
@@ -98,7 +96,7 @@ fn metrics_parse_with_a_prometheus_parser_and_have_provider_method_and_key_serie
              [[keys]]\nname = \"mobile \\\"app\\\"\"\nkey = \"mobile-key-88\"\nrate_per_s = 0.01\nburst = 1\n",
         )
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let dash = ["x-api-key: dash-key-77"];
     for i in 0..6 {
         let body = call(
@@ -117,7 +115,7 @@ fn metrics_parse_with_a_prometheus_parser_and_have_provider_method_and_key_serie
         batch(&[call("20", "eth_call", "[{}, \"latest\"]"), call("21", "foo_bar", "[]")]).as_bytes(),
         &dash,
     );
-    assert_eq!(support::batch_items(&r).len(), 2);
+    assert_eq!(crate::support::batch_items(&r).len(), 2);
     // The limited key: one call served, the next throttled.
     let mobile = ["x-api-key: mobile-key-88"];
     expect_http_result(

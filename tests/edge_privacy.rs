@@ -2,9 +2,7 @@
 //! transactions, and providers answer distinctive results and revert data; none of it (nor the API key)
 //! may appear in the log, in `/metrics` or in `/status`, while the log does show one line per call.
 
-mod support;
-
-use support::{batch, call, http, Conn, FakeProvider, Mode, Prism, Reply};
+use crate::support::{batch, call, http, Conn, FakeProvider, Mode, Prism, Reply};
 
 const API_KEY: &str = "sk-live-7f3a9c1e5b2d4f60";
 const ADDRESS: &str = "0xdeadbeefcafe0000000000000000000000b0b0b0";
@@ -60,7 +58,7 @@ fn exercise(log_args: &[&str]) {
         b = b.arg(a);
     }
     let prism = b.start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let key = format!("x-api-key: {API_KEY}");
     let calls = [
         call("1", "eth_getBalance", &format!("[\"{ADDRESS}\",\"latest\"]")),

@@ -3,13 +3,11 @@
 //! `Retry-After` and a -32005 JSON-RPC error that never reaches an upstream; batch calls cost one token
 //! each; retries inside Prism are not billed.
 
-mod support;
-
+use crate::support::{batch, call, expect_http_result, http, json, Conn, FakeProvider, Mode, Prism, Response};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-use support::{batch, call, expect_http_result, http, json, Conn, FakeProvider, Mode, Prism, Response};
 
 fn key_toml(name: &str, key: &str, rate: f64, burst: u32, extra: &str) -> String {
     format!("[[keys]]\nname = \"{name}\"\nkey = \"{key}\"\nrate_per_s = {rate}\nburst = {burst}\n{extra}\n")
@@ -34,7 +32,7 @@ fn assert_throttled(r: &Response) -> u64 {
         .unwrap_or_else(|_| panic!("Retry-After is not delta-seconds: {}", r.describe()));
     assert!(retry_after >= 1, "{}", r.describe());
     let body = json::whole(&r.body).unwrap_or_else(|e| panic!("429 body is not JSON ({e}): {}", r.describe()));
-    let err = support::expect_error(body, -32005);
+    let err = crate::support::expect_error(body, -32005);
     assert!(err["message"].is_string());
     retry_after
 }
@@ -52,7 +50,7 @@ fn bucket_rate_and_burst_hold_across_shards_and_connections() {
         .limit("max_connections", 1000)
         .extra_toml(&key_toml("limited", "limited-key-01", RATE, BURST, ""))
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let accepted = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let go = Arc::new(AtomicBool::new(false));
@@ -136,7 +134,7 @@ fn over_the_limit_is_429_with_retry_after_and_a_json_rpc_error() {
         "Retry-After {retry_after}: {}",
         r.describe()
     );
-    let err = support::error_of(&r);
+    let err = crate::support::error_of(&r);
     let ms = err["data"]["retryAfterMs"].as_u64().unwrap_or(0);
     assert!(ms > 0 && ms <= 2000, "retryAfterMs {ms}: {}", r.describe());
     assert_eq!(fake.count("eth_getBalance"), 2, "a throttled call reached the upstream");
@@ -164,7 +162,7 @@ fn batch_calls_each_cost_one_token() {
         .start();
     let h = ["x-api-key: batch-key-04"];
     let r = prism.rpc_with("/", batch(&[read(1), read(2), read(3), read(4)]).as_bytes(), &h);
-    assert_eq!(support::batch_items(&r).len(), 4);
+    assert_eq!(crate::support::batch_items(&r).len(), 4);
     // One token left: a batch of two does not fit, and costs nothing.
     assert_throttled(&prism.rpc_with("/", batch(&[read(5), read(6)]).as_bytes(), &h));
     expect_http_result(&prism.rpc_with("/", read(7).as_bytes(), &h), "7");
@@ -181,7 +179,7 @@ fn retries_inside_prism_are_not_billed() {
         .extra_toml("[policy.retry]\nbase_delay_ms = 1\nmax_delay_ms = 5\n[policy.breaker]\nfailure_threshold = 1000")
         .extra_toml(&key_toml("r", "retry-key-05", 0.01, 4, "strategy = \"round_robin\""))
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let h = ["x-api-key: retry-key-05"];
     for i in 0..4 {
         expect_http_result(&prism.rpc_with("/", read(i).as_bytes(), &h), &i.to_string());

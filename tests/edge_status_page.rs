@@ -3,14 +3,12 @@
 //! breaker that opens shows up on the next load and in the timeline, and a provider failing half its calls
 //! turns amber with an error-rate sparkline that shows it. Assertions are on the DOM after the script ran.
 
-mod support;
-
+use crate::support::tools::{artifacts_dir, chromium_dump_dom, chromium_dump_dom_sized, chromium_screenshot};
+use crate::support::{FakeProvider, Mode, Prism};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::tools::{artifacts_dir, chromium_dump_dom, chromium_dump_dom_sized, chromium_screenshot};
-use support::{FakeProvider, Mode, Prism};
 
 /// `data-provider` → `data-state` of every `<tr>` in the DOM.
 fn provider_rows(dom: &str) -> BTreeMap<String, String> {
@@ -40,7 +38,7 @@ fn status_page_in_headless_chromium_shows_every_provider_and_an_open_breaker() {
         .network_option("probe_interval_ms", 100)
         .extra_toml("[policy.breaker]\nfailure_threshold = 3\ncooldown_ms = 60000")
         .start();
-    support::wait_serving(&prism, &["p1", "p2", "p3"]);
+    crate::support::wait_serving(&prism, &["p1", "p2", "p3"]);
     let page = prism.admin_get("/");
     assert_eq!(page.status, 200, "{}", page.describe());
     assert!(page.header("content-type").unwrap_or("").starts_with("text/html"));
@@ -177,7 +175,7 @@ fn a_provider_failing_half_its_calls_turns_amber_and_its_error_sparkline_shows_i
         .network_option("probe_interval_ms", 100)
         .extra_toml("[policy.breaker]\nfailure_threshold = 10000\nwindow_ms = 1000")
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let url = format!("http://{}/", prism.admin_addr());
     fakes[1].set_mode(Mode::FailHalf(500));
 
@@ -188,14 +186,14 @@ fn a_provider_failing_half_its_calls_turns_amber_and_its_error_sparkline_shows_i
         let (stop, sent, failed) = (stop.clone(), sent.clone(), failed.clone());
         let addr = prism.addr();
         std::thread::spawn(move || {
-            let body = support::call("1", "eth_getBalance", support::BALANCE_PARAMS);
-            let mut conn = support::http::Conn::connect(addr);
+            let body = crate::support::call("1", "eth_getBalance", crate::support::BALANCE_PARAMS);
+            let mut conn = crate::support::http::Conn::connect(addr);
             while !stop.load(Ordering::Relaxed) {
-                let r = conn.request(&support::http::post("/", body.as_bytes()));
+                let r = conn.request(&crate::support::http::post("/", body.as_bytes()));
                 sent.fetch_add(1, Ordering::Relaxed);
                 if r.status != 200 || !r.text().contains("\"result\"") {
                     failed.fetch_add(1, Ordering::Relaxed);
-                    conn = support::http::Conn::connect(addr);
+                    conn = crate::support::http::Conn::connect(addr);
                 }
                 // Pacing, not synchronisation: a steady ~100 calls/s leaves the CPUs to Prism and Chromium.
                 std::thread::sleep(Duration::from_millis(10));
@@ -207,8 +205,8 @@ fn a_provider_failing_half_its_calls_turns_amber_and_its_error_sparkline_shows_i
     let deadline = Instant::now() + Duration::from_secs(60);
     let (p1, p2) = loop {
         let s = prism.status();
-        let p1 = support::prism::find_provider(&s, "p1").expect("p1 in /status");
-        let p2 = support::prism::find_provider(&s, "p2").expect("p2 in /status");
+        let p1 = crate::support::prism::find_provider(&s, "p1").expect("p1 in /status");
+        let p2 = crate::support::prism::find_provider(&s, "p2").expect("p2 in /status");
         assert_eq!(
             p2["state"], "closed",
             "p2's breaker opened: the test's thresholds are wrong: {p2}"

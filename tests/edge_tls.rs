@@ -3,12 +3,10 @@
 //! get nothing), SIGHUP reloads the certificate, and Prism forwards to an HTTPS upstream it trusts through
 //! `SSL_CERT_FILE` (and refuses one it does not trust).
 
-mod support;
-
+use crate::support::prism::Scratch;
+use crate::support::tls::{tls_request, TestCa, TlsFront};
+use crate::support::{call, expect_http_result, http, FakeProvider, Prism, BALANCE_PARAMS};
 use std::time::{Duration, Instant};
-use support::prism::Scratch;
-use support::tls::{tls_request, TestCa, TlsFront};
-use support::{call, expect_http_result, http, FakeProvider, Prism, BALANCE_PARAMS};
 
 fn tls_toml(cert: &std::path::Path, key: &std::path::Path) -> String {
     format!(
@@ -54,7 +52,7 @@ fn clients_reach_prism_over_tls_with_the_configured_certificate() {
     let e = tls_request(prism.addr(), "localhost", stranger.client_config(), &rpc_request("9"));
     assert!(e.is_err(), "a client not trusting the CA completed a request");
     // Plain HTTP on the TLS port gets no JSON-RPC answer.
-    let mut c = support::Conn::connect(prism.addr());
+    let mut c = crate::support::Conn::connect(prism.addr());
     c.send(&rpc_request("10")).unwrap();
     // Closed, or nothing at all, is fine; a JSON-RPC answer is not.
     if let Ok(r) = c.read_response_within(Duration::from_secs(3)) {
@@ -136,12 +134,12 @@ fn prism_forwards_to_an_https_upstream_it_trusts_through_ssl_cert_file() {
         .provider_url(&format!("https://localhost:{}/rpc", front.port()))
         .env("SSL_CERT_FILE", ca_file.to_str().unwrap())
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     for i in 0..5 {
         let r = prism.rpc(call(&i.to_string(), "echo", &format!("[{i}, \"over https\"]")).as_bytes());
         let result = expect_http_result(&r, &i.to_string());
         assert_eq!(
-            support::json::text(support::raw_field(&result, "params")),
+            crate::support::json::text(crate::support::raw_field(&result, "params")),
             format!("[{i}, \"over https\"]")
         );
     }
@@ -171,7 +169,7 @@ fn prism_refuses_an_https_upstream_it_does_not_trust() {
         .env("SSL_CERT_FILE", ca_file.to_str().unwrap())
         .start();
     let r = prism.rpc(call("1", "eth_getBalance", BALANCE_PARAMS).as_bytes());
-    support::expect_http_error(&r, -32603);
+    crate::support::expect_http_error(&r, -32603);
     assert_eq!(
         fake.total_calls(),
         0,

@@ -1,13 +1,11 @@
 //! Self-tests of the test support (fake provider, raw HTTP client, JSON span scanner). They do not run
 //! Prism: they prove the tools the other tests lean on.
 
-mod support;
-
+use crate::support::http::{self, Closed, Conn};
+use crate::support::{call, expect_result, json, raw_field, FakeProvider, Garbage, Mode, Reply};
 use std::time::{Duration, Instant};
-use support::http::{self, Closed, Conn};
-use support::{call, expect_result, json, raw_field, FakeProvider, Garbage, Mode, Reply};
 
-fn ask(fake: &FakeProvider, body: &str) -> support::Response {
+fn ask(fake: &FakeProvider, body: &str) -> crate::support::Response {
     Conn::connect(fake.addr()).request(&http::post("/", body.as_bytes()))
 }
 
@@ -95,19 +93,19 @@ fn batches_and_notifications() {
     let body = format!(
         "[{},{},{}]",
         call("1", "eth_chainId", "[]"),
-        support::notification("echo", "[]"),
+        crate::support::notification("echo", "[]"),
         call("2", "echo", "[7]")
     );
     let r = ask(&fake, &body);
-    let items = support::batch_items(&r);
+    let items = crate::support::batch_items(&r);
     assert_eq!(items.len(), 2);
     expect_result(&items[0], "1");
     expect_result(&items[1], "2");
     assert!(fake.calls().iter().any(|c| c.id.is_none() && c.in_batch));
-    let r = ask(&fake, &support::notification("echo", "[]"));
+    let r = ask(&fake, &crate::support::notification("echo", "[]"));
     assert_eq!((r.status, r.body.len()), (200, 0));
     let r = ask(&fake, "[]");
-    support::expect_error(&r.body, -32600);
+    crate::support::expect_error(&r.body, -32600);
 }
 
 #[test]
@@ -204,7 +202,7 @@ fn dropping_idle_connections() {
         "1",
     );
     assert!(fake.wait_until(Duration::from_secs(2), |_| true));
-    assert!(support::wait_until(Duration::from_secs(2), || fake
+    assert!(crate::support::wait_until(Duration::from_secs(2), || fake
         .close_idle_connections()
         == 1));
     assert_eq!(c.wait_closed(Duration::from_secs(2)), Ok(Closed::Eof));

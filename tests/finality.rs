@@ -4,13 +4,11 @@
 //! two shards, while the providers' tags move and swap who lags), a provider that does not serve the tags is
 //! asked once, and blocks at or below `finalized` are cached even within the depth rule.
 
-mod support;
-
+use crate::support::{call, http, wait_serving, wait_until, Conn, FakeProvider, Prism};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-use support::{call, http, wait_serving, wait_until, Conn, FakeProvider, Prism};
 
 const HEAD: u64 = 10_000;
 const KEY: &str = "finality-key";

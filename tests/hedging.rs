@@ -3,11 +3,9 @@
 //! (compared with the same traffic with hedging off, where it waits); over a long run hedges stay within
 //! the budget; writes are never hedged; hedged answers say so in `x-prism-hedged`.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{FakeProvider, Prism};
+use crate::support::{FakeProvider, Prism};
 
 const KEY: &str = "rr-hedge-key";
 const SLOW: Duration = Duration::from_millis(400);
@@ -21,11 +19,11 @@ fn start(p1: &FakeProvider, p2: &FakeProvider, hedge: &str) -> Prism {
              [[keys]]\nname = \"rr\"\nkey = \"{KEY}\"\nstrategy = \"round_robin\"\n"
         ))
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     prism
 }
 
-fn read(prism: &Prism, n: u64) -> (Duration, support::Response) {
+fn read(prism: &Prism, n: u64) -> (Duration, crate::support::Response) {
     let body = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"eth_getBalance","params":["0x{n:040x}","latest"]}}"#);
     let started = Instant::now();
     let r = prism.rpc_with("/", body.as_bytes(), &[&format!("x-api-key: {KEY}")]);
@@ -38,7 +36,7 @@ fn read(prism: &Prism, n: u64) -> (Duration, support::Response) {
 /// until the shard's budget holds a hedge.
 fn warm_up(prism: &Prism) {
     let mut n = 1_000_000;
-    let ready = support::wait_until(Duration::from_secs(10), || {
+    let ready = crate::support::wait_until(Duration::from_secs(10), || {
         for _ in 0..4 {
             n += 1;
             read(prism, n);

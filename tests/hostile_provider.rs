@@ -1,6 +1,6 @@
 //! No byte sequence from a provider takes Prism down (issue 13), through the real binary and real sockets:
 //!
-//! - every malformed HTTP answer of `support::hostile::cases()` (truncated JSON, `{"\`, huge numbers, deep
+//! - every malformed HTTP answer of `crate::support::hostile::cases()` (truncated JSON, `{"\`, huge numbers, deep
 //!   nesting, invalid UTF-8, lone surrogates, duplicate members, trailing bytes, empty and NUL bodies,
 //!   garbage heads, wrong ids, 3xx and 1xx, short bodies, broken chunked framing), one network per case:
 //!   the process stays up, `/healthz` answers, an honest second provider serves every read, the hostile one
@@ -13,15 +13,13 @@
 //!
 //! Every wait polls observable state against a deadline.
 
-mod support;
-#[path = "support/ws_fake.rs"]
-mod ws_fake;
+use crate::support::ws_fake;
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::hostile::{self, Answer, HostileProvider, HostileWs, SECRET};
-use support::{call, expect_http_result, wait_until, FakeProvider, Mode, Prism, PrismBuilder};
+use crate::support::hostile::{self, Answer, HostileProvider, HostileWs, SECRET};
+use crate::support::{call, expect_http_result, wait_until, FakeProvider, Mode, Prism, PrismBuilder};
 use ws_fake::WsFake;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -40,10 +38,10 @@ fn base() -> PrismBuilder {
         ))
 }
 
-fn read(prism: &Prism, network: &str, id: u64) -> support::Response {
+fn read(prism: &Prism, network: &str, id: u64) -> crate::support::Response {
     prism.rpc_with(
         &format!("/{network}"),
-        call(&id.to_string(), "eth_getBalance", support::BALANCE_PARAMS).as_bytes(),
+        call(&id.to_string(), "eth_getBalance", crate::support::BALANCE_PARAMS).as_bytes(),
         &[&format!("x-api-key: {KEY}")],
     )
 }

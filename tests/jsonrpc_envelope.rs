@@ -1,14 +1,12 @@
 //! The JSON-RPC 2.0 envelope through a running Prism: single calls, batches, notifications, ids, the spec's
 //! errors, duplicate keys, depth, and byte transparency of params and results.
 
-mod support;
-
-use std::time::{Duration, Instant};
-use support::http;
-use support::{
+use crate::support::http;
+use crate::support::{
     batch, batch_items, call, expect_error, expect_http_error, expect_http_result, expect_result, json, notification,
     raw_field, FakeProvider, Prism, Reply,
 };
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -122,7 +120,7 @@ fn batch_over_max_batch_is_one_clear_error() {
         message(&err).contains("batch"),
         "the message should say the batch is too large: {err}"
     );
-    support::assert_no_client_calls(&fake, "an oversize batch");
+    crate::support::assert_no_client_calls(&fake, "an oversize batch");
 }
 
 #[test]
@@ -229,7 +227,7 @@ fn object_or_array_id_is_an_invalid_request() {
         let r = prism.rpc(call(id, "echo", "[]").as_bytes());
         expect_http_error(&r, -32600);
     }
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 // ---- spec errors ---------------------------------------------------------------------------------
@@ -252,7 +250,7 @@ fn invalid_json_is_parse_error_with_null_id() {
         let (_, id) = expect_http_error(&r, -32700);
         assert_eq!(id, "null", "for body {:?}", String::from_utf8_lossy(body));
     }
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]
@@ -266,7 +264,7 @@ fn empty_body_is_an_error() {
         let code = code["code"].as_i64().unwrap();
         assert!(code == -32700 || code == -32600, "code {code}");
     }
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]
@@ -290,7 +288,7 @@ fn invalid_request_is_32600() {
             String::from_utf8_lossy(body)
         );
     }
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]
@@ -301,7 +299,7 @@ fn empty_batch_is_one_error_object() {
         let (_, id) = expect_http_error(&r, -32600); // asserts an object, not an array
         assert_eq!(id, "null");
     }
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]
@@ -316,7 +314,7 @@ fn batch_of_non_objects_gets_one_error_each() {
     let items = batch_items(&prism.rpc(b"[1]"));
     assert_eq!(items.len(), 1);
     expect_error(&items[0], -32600);
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]
@@ -358,7 +356,7 @@ fn duplicate_top_level_keys_are_rejected() {
             "message should name the duplicate key: {err}"
         );
     }
-    support::assert_no_client_calls(&fake, "a call with duplicate keys");
+    crate::support::assert_no_client_calls(&fake, "a call with duplicate keys");
 }
 
 #[test]
@@ -423,7 +421,7 @@ fn nesting_deeper_than_max_depth_is_rejected() {
     // also through objects, and inside a batch item
     let deep_obj = format!("{}1{}", "{\"a\":".repeat(30), "}".repeat(30));
     expect_http_error(&prism.rpc(call("2", "echo", &deep_obj).as_bytes()), -32600);
-    support::assert_no_client_calls(&fake, "an invalid request");
+    crate::support::assert_no_client_calls(&fake, "an invalid request");
 }
 
 #[test]

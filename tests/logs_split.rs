@@ -2,12 +2,10 @@
 //! split to fit, merged byte for byte into what a node without limits answers, limits learned and kept,
 //! declared limits used up front, and clean failures (issue 17).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::logs_fake::{hash_of_block, Limits, LogsFake, RangeStyle};
-use support::{json, Prism};
+use crate::support::logs_fake::{hash_of_block, Limits, LogsFake, RangeStyle};
+use crate::support::{json, Prism};
 
 /// 10 000 blocks, the dense stretch (5000..5100, 20 logs a block) inside.
 const WIDE: &str = r#"{"fromBlock":"0x3e8","toBlock":"0x2af7"}"#;
@@ -34,7 +32,7 @@ fn prism(fake: &LogsFake, options: &str) -> Prism {
 /// body on anything else.
 fn get_logs(prism: &Prism, filter: &str) -> (Vec<u8>, Duration) {
     let started = Instant::now();
-    let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{filter}]")).as_bytes());
+    let r = prism.rpc(crate::support::call("1", "eth_getLogs", &format!("[{filter}]")).as_bytes());
     let took = started.elapsed();
     let result = json::field(&r.body, "result").unwrap_or_else(|| panic!("no result: {}", r.describe()));
     (result.to_vec(), took)
@@ -79,9 +77,9 @@ fn a_wide_filter_is_split_and_merged_byte_for_byte_and_the_limit_is_learned() {
         );
         // Direct, for the report: the same filter against a node without limits.
         let started = Instant::now();
-        let direct = support::Conn::connect(reference.addr()).request(&support::http::post(
+        let direct = crate::support::Conn::connect(reference.addr()).request(&crate::support::http::post(
             "/",
-            support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes(),
+            crate::support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes(),
         ));
         let direct_took = started.elapsed();
         assert_same(json::field(&direct.body, "result").unwrap(), &want);
@@ -135,7 +133,7 @@ fn a_provider_that_refuses_every_range_fails_cleanly_and_promptly() {
     for _ in 0..2 {
         fake.reset();
         let started = Instant::now();
-        let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes());
+        let r = prism.rpc(crate::support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes());
         let took = started.elapsed();
         let body = r.json();
         assert_eq!(body["error"]["code"], -32005, "{body}");
@@ -170,7 +168,7 @@ fn a_part_that_fails_fails_the_whole_call_never_a_partial_answer() {
     let fake = LogsFake::start(limited(RangeStyle::QuickNode));
     fake.set_broken_block(Some(7_777));
     let prism = prism(&fake, "max_logs_range = 100");
-    let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes());
+    let r = prism.rpc(crate::support::call("1", "eth_getLogs", &format!("[{WIDE}]")).as_bytes());
     assert!(json::field(&r.body, "result").is_none(), "{}", r.describe());
     let body = r.json();
     let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{body}"));
@@ -191,8 +189,8 @@ fn logs_over_max_response_bytes_are_refused_naming_the_limit() {
     // The dense stretch (20 logs a block) over 200 blocks: each part fits, the whole does not.
     let filter = r#"{"fromBlock":"0x1388","toBlock":"0x144f"}"#;
     assert!(LogsFake::start(Limits::NONE).answer(filter).unwrap().len() > 100_000);
-    let r = prism.rpc(support::call("1", "eth_getLogs", &format!("[{filter}]")).as_bytes());
-    let (err, id) = support::expect_http_error(&r, -32005);
+    let r = prism.rpc(crate::support::call("1", "eth_getLogs", &format!("[{filter}]")).as_bytes());
+    let (err, id) = crate::support::expect_http_error(&r, -32005);
     assert_eq!(id, "1");
     let message = err["message"].as_str().unwrap();
     assert!(message.contains("limits.max_response_bytes (100000 bytes)"), "{err}");

@@ -4,18 +4,15 @@
 //! stays 200. A height beyond 2^53 is a malformed answer, the provider's failure. What a (hostile) Redis
 //! says is bounded by what this node's own providers make plausible.
 
-mod support;
-
-#[path = "support/redis.rs"]
-mod redis_server;
+use crate::support::redis as redis_server;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::support::{call, wait_serving, wait_until, FakeProvider, Mode, Prism, PrismBuilder};
 use redis_server::RedisServer;
-use support::{call, wait_serving, wait_until, FakeProvider, Mode, Prism, PrismBuilder};
 
 /// The honest chain starts here and makes a block every `BLOCK_MS`.
 const START: u64 = 50_000;
@@ -240,12 +237,19 @@ fn a_provider_far_ahead_of_three_that_agree_is_an_outlier() {
     fakes[3].reset_stats();
     for i in 0..100 {
         client.poll(&prism, &chain);
-        let r = prism.rpc(call(&format!("{}", 1000 + i), "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
-        support::expect_http_result(&r, &format!("{}", 1000 + i));
+        let r = prism.rpc(
+            call(
+                &format!("{}", 1000 + i),
+                "eth_getBalance",
+                crate::support::BALANCE_PARAMS,
+            )
+            .as_bytes(),
+        );
+        crate::support::expect_http_result(&r, &format!("{}", 1000 + i));
     }
     assert_pool_healthy(&prism, &["p1", "p2", "p3"]);
     assert_eq!(prism.provider_state("p4"), "outlier");
-    support::assert_no_client_calls(&fakes[3], "an outlier provider");
+    crate::support::assert_no_client_calls(&fakes[3], "an outlier provider");
     assert!(outlier_heads(&prism, "p4") >= 1.0);
     client.assert_no_errors("one provider a million blocks ahead of three");
     let row = prism.provider_status("p4");

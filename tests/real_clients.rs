@@ -15,14 +15,12 @@
 //!
 //! Needs `scripts/deps/evm.sh` (ganache + viem in tests/evm/node_modules, web3.py).
 
-mod support;
-
+use crate::support::relay::{self, Ledger, Relay};
+use crate::support::{wait_serving, Prism};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::relay::{self, Ledger, Relay};
-use support::{wait_serving, Prism};
 
 /// A child process killed on drop.
 struct Guard(Child);
@@ -313,28 +311,31 @@ fn relay_forwards_lags_and_counts() {
     let node = relay::node();
     let ledger = Ledger::new();
     let r = Relay::start("r", node, &ledger);
-    let mut c = support::Conn::connect(r.addr());
-    let ask = |c: &mut support::Conn, body: &str| {
-        let resp = c.request(&support::http::post("/", body.as_bytes()));
+    let mut c = crate::support::Conn::connect(r.addr());
+    let ask = |c: &mut crate::support::Conn, body: &str| {
+        let resp = c.request(&crate::support::http::post("/", body.as_bytes()));
         assert_eq!(resp.status, 200, "{}", resp.describe());
         resp.json()
     };
-    let v = ask(&mut c, &support::call("7", "eth_chainId", "[]"));
+    let v = ask(&mut c, &crate::support::call("7", "eth_chainId", "[]"));
     assert_eq!(v, json!({"jsonrpc":"2.0","id":7,"result":"0x1237"}));
     assert!(
-        support::wait_until(Duration::from_secs(10), || node.head() >= 3),
+        crate::support::wait_until(Duration::from_secs(10), || node.head() >= 3),
         "node mines"
     );
     r.set_lag(2);
     let head = node.head();
-    let v = ask(&mut c, &support::call("8", "eth_blockNumber", "[]"));
+    let v = ask(&mut c, &crate::support::call("8", "eth_blockNumber", "[]"));
     let lagged = relay::hex_u64(&v["result"]).unwrap();
     assert!(
         lagged + 2 <= node.head() && lagged + 2 >= head,
         "lagged {lagged} vs node {head}"
     );
     // A garbage raw transaction still counts as forwarded (the node refuses it, the relay passed it on).
-    let v = ask(&mut c, &support::call("9", "eth_sendRawTransaction", r#"["0x1234"]"#));
+    let v = ask(
+        &mut c,
+        &crate::support::call("9", "eth_sendRawTransaction", r#"["0x1234"]"#),
+    );
     assert!(v.get("error").is_some(), "{v}");
     assert_eq!(ledger.count(&relay::keccak_hex("0x1234").unwrap()), 1);
     assert_eq!(r.forwarded("eth_sendRawTransaction"), 1);
@@ -342,13 +343,13 @@ fn relay_forwards_lags_and_counts() {
     // The one-shot trap: other methods pass; the next raw transaction is forwarded and its answer lost; the
     // one after is answered again.
     r.reset_after_next("eth_sendRawTransaction");
-    let v = ask(&mut c, &support::call("10", "eth_chainId", "[]"));
+    let v = ask(&mut c, &crate::support::call("10", "eth_chainId", "[]"));
     assert_eq!(v["result"], "0x1237", "{v}");
     assert!(r.trap_armed());
-    let mut lost = support::Conn::connect(r.addr());
-    let body = support::call("11", "eth_sendRawTransaction", r#"["0x5678"]"#);
+    let mut lost = crate::support::Conn::connect(r.addr());
+    let body = crate::support::call("11", "eth_sendRawTransaction", r#"["0x5678"]"#);
     let answer = lost
-        .send(&support::http::post("/", body.as_bytes()))
+        .send(&crate::support::http::post("/", body.as_bytes()))
         .and_then(|_| lost.read_response());
     assert!(
         answer.is_err(),
@@ -357,7 +358,10 @@ fn relay_forwards_lags_and_counts() {
     );
     assert!(!r.trap_armed());
     assert_eq!(ledger.count(&relay::keccak_hex("0x5678").unwrap()), 1);
-    let v = ask(&mut c, &support::call("12", "eth_sendRawTransaction", r#"["0x9abc"]"#));
+    let v = ask(
+        &mut c,
+        &crate::support::call("12", "eth_sendRawTransaction", r#"["0x9abc"]"#),
+    );
     assert!(v.get("error").is_some(), "{v}");
     assert_eq!(r.forwarded("eth_sendRawTransaction"), 3);
 }
@@ -374,9 +378,9 @@ fn upstream_ids_are_exact_in_javascript() {
         .network_option("probe_interval_ms", 100)
         .provider_url(&r.url())
         .start();
-    let probed = support::wait_until(Duration::from_secs(10), || r.received("eth_blockNumber") >= 2);
+    let probed = crate::support::wait_until(Duration::from_secs(10), || r.received("eth_blockNumber") >= 2);
     assert!(probed, "Prism never probed the relay");
-    let resp = prism.rpc(support::call("1", "eth_getBalance", support::BALANCE_PARAMS).as_bytes());
+    let resp = prism.rpc(crate::support::call("1", "eth_getBalance", crate::support::BALANCE_PARAMS).as_bytes());
     let max = r.max_id();
     assert!(
         max < (1u64 << 53),
@@ -420,14 +424,14 @@ fn viem_get_logs_over_a_wide_range_through_range_limited_providers_is_the_nodes_
     let refused: u64 = relays.iter().map(Relay::logs_refused).sum();
     assert!(refused >= 1, "the relays' limit was met");
     // Byte for byte: the same filter straight to the node and through Prism.
-    let body = support::call(
+    let body = crate::support::call(
         "7",
         "eth_getLogs",
         &format!(r#"[{{"fromBlock":"0x0","toBlock":"0x{head:x}"}}]"#),
     );
-    let direct = support::Conn::connect(node.addr).request(&support::http::post("/", body.as_bytes()));
+    let direct = crate::support::Conn::connect(node.addr).request(&crate::support::http::post("/", body.as_bytes()));
     let through = prism.rpc(body.as_bytes());
-    let want = support::json::field(&direct.body, "result").expect("node result");
-    let got = support::json::field(&through.body, "result").unwrap_or_else(|| panic!("{}", through.describe()));
+    let want = crate::support::json::field(&direct.body, "result").expect("node result");
+    let got = crate::support::json::field(&through.body, "result").unwrap_or_else(|| panic!("{}", through.describe()));
     assert_eq!(String::from_utf8_lossy(got), String::from_utf8_lossy(want));
 }

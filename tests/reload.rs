@@ -5,15 +5,13 @@
 //! reload`'s exit status) while the running config stays, and SIGHUP doing the same as `POST /reload`.
 //! Not one client request fails along the way.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::http::{bodyless, post_with};
-use support::prism::{free_port, run_cli};
-use support::{Conn, FakeProvider, Prism};
+use crate::support::http::{bodyless, post_with};
+use crate::support::prism::{free_port, run_cli};
+use crate::support::{Conn, FakeProvider, Prism};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -90,7 +88,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
     let keys_v1 = [alice, ("bob", "bob-1", ""), carol];
     let text = config(listen, admin, &[("p1", &f1), ("p2", &f2)], &keys_v1);
     let prism = Prism::spawn_full(&text, listen, Some(admin), &[], &[]);
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     assert_eq!(prism.status()["reload"]["enabled"], true);
     assert_eq!(status_with(&prism, "carol-1", 1), 200);
     assert_eq!(status_with(&prism, "carol-1", 2), 200);
@@ -116,7 +114,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
                 }
             });
         }
-        let busy = || support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 200);
+        let busy = || crate::support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 200);
         assert!(busy(), "the clients are not getting answers");
 
         // 1. Rotate bob's key and add p3.
@@ -135,7 +133,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
             changes.contains("provider(s) added: p3") && changes.contains("keys changed: bob"),
             "{outcome}"
         );
-        let refused = support::wait_until(Duration::from_secs(1), || status_with(&prism, "bob-1", 10) == 401);
+        let refused = crate::support::wait_until(Duration::from_secs(1), || status_with(&prism, "bob-1", 10) == 401);
         assert!(
             refused,
             "the rotated-out key is still served {:?} after the reload",
@@ -147,7 +145,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
             429,
             "carol's bucket survives a reload"
         );
-        let p3_serves = support::wait_until(WAIT, || client_calls(&f3) > 20);
+        let p3_serves = crate::support::wait_until(WAIT, || client_calls(&f3) > 20);
         assert!(p3_serves, "the added provider gets no traffic: {}", prism.log());
         assert_eq!(prism.provider_state("p3"), "closed");
 
@@ -162,7 +160,7 @@ fn keys_and_providers_reload_under_load_and_a_bad_file_changes_nothing() {
         );
         let p1_at_reload = client_calls(&f1);
         let before = sent.load(Ordering::Relaxed);
-        assert!(support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > before + 300));
+        assert!(crate::support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > before + 300));
         assert!(client_calls(&f2) > 50, "round robin uses both remaining providers");
         assert!(
             client_calls(&f1) <= p1_at_reload + 3,
@@ -254,7 +252,7 @@ fn sighup_reloads_the_config_file() {
         &[],
         &[],
     );
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     assert_eq!(status_with(&prism, "erin-1", 1), 401);
     rewrite(
         &prism,
@@ -266,7 +264,7 @@ fn sighup_reloads_the_config_file() {
         ),
     );
     prism.signal(libc::SIGHUP);
-    let applied = support::wait_until(WAIT, || prism.status()["reload"]["last"]["applied"] == true);
+    let applied = crate::support::wait_until(WAIT, || prism.status()["reload"]["last"]["applied"] == true);
     assert!(applied, "SIGHUP did not reload; log:\n{}", prism.log());
     assert_eq!(status_with(&prism, "erin-1", 2), 200);
     assert_eq!(status_with(&prism, "alice-1", 3), 200);
@@ -313,7 +311,7 @@ fn a_reload_of_ten_thousand_keys_and_fifty_providers_holds_no_request() {
     let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let text = big_config(listen, admin, &fakes, 0..50, 10_000, 0);
     let prism = Prism::spawn_full(&text, listen, Some(admin), &[], &[]);
-    assert!(support::wait_until(WAIT, || status_with(&prism, "s9999", 1) == 200));
+    assert!(crate::support::wait_until(WAIT, || status_with(&prism, "s9999", 1) == 200));
 
     let stop = AtomicBool::new(false);
     let reloading = AtomicBool::new(false);
@@ -342,7 +340,7 @@ fn a_reload_of_ten_thousand_keys_and_fifty_providers_holds_no_request() {
         }
         // Rotate 1 000 secrets, remove p40..p49, add p50..p59.
         // A baseline of client latencies to compare with.
-        assert!(support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 500));
+        assert!(crate::support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 500));
         rewrite(&prism, &big_config(listen, admin, &fakes, 10..60, 10_000, 1_000));
         reloading.store(true, Ordering::Relaxed);
         let started = Instant::now();

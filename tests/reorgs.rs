@@ -15,13 +15,11 @@
 //! Each test prints what it measured (stale answers, time from the reorg to the first frame announcing it).
 //! Needs `scripts/deps/evm.sh` (anvil in tests/evm/node_modules).
 
-mod support;
-
+use crate::support::anvil::{Anvil, ACCOUNTS};
+use crate::support::wsfeed::Feed;
+use crate::support::{wait_serving, Prism};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::anvil::{Anvil, ACCOUNTS};
-use support::wsfeed::Feed;
-use support::{wait_serving, Prism};
 
 /// Prism in front of `anvil` (HTTP and WebSocket), probing every 100 ms, with this cache depth.
 fn prism_for(anvil: &Anvil, cache_depth: u64) -> Prism {
@@ -245,7 +243,7 @@ fn answers_after_a_reorg_deeper_than_the_cache_depth_are_the_nodes() {
 }
 
 /// (number, hash) of a head frame.
-fn head_id(f: &support::wsfeed::Frame) -> (u64, String) {
+fn head_id(f: &crate::support::wsfeed::Frame) -> (u64, String) {
     let n = f.result["number"].as_str().unwrap_or("0x0");
     (
         u64::from_str_radix(&n[2..], 16).unwrap_or(0),
@@ -288,7 +286,9 @@ fn new_heads_and_logs_through_prism_follow_the_nodes_reorgs() {
     );
     let sets = |value: u64| {
         let from = ACCOUNTS[1 + (value as usize % 3)];
-        anvil.send(json!({"from": from, "to": contract, "data": support::anvil::set_data(value), "gas": "0x186a0"}))
+        anvil.send(
+            json!({"from": from, "to": contract, "data": crate::support::anvil::set_data(value), "gas": "0x186a0"}),
+        )
     };
     for v in 1..=4 {
         sets(v);
@@ -337,7 +337,7 @@ fn new_heads_and_logs_through_prism_follow_the_nodes_reorgs() {
     );
 
     // Heads: the node's sequence from the first common head on, exactly.
-    let from_first = |frames: Vec<support::wsfeed::Frame>| -> Vec<(u64, String)> {
+    let from_first = |frames: Vec<crate::support::wsfeed::Frame>| -> Vec<(u64, String)> {
         let ids: Vec<(u64, String)> = frames.iter().map(head_id).collect();
         let start = ids
             .iter()
@@ -374,7 +374,7 @@ fn new_heads_and_logs_through_prism_follow_the_nodes_reorgs() {
     let mut expected: Vec<(String, String, bool)> = Vec::new();
     let mut live: Vec<(u64, Value)> = Vec::new();
     let mut top = 0u64;
-    let mut node_frames: Vec<support::wsfeed::Frame> = node.of(&node_heads);
+    let mut node_frames: Vec<crate::support::wsfeed::Frame> = node.of(&node_heads);
     // The block the node ends up with at each height (the last head it announced there).
     let settled: std::collections::HashMap<u64, String> = node_frames.iter().map(head_id).collect();
     node_frames.extend(node.of(&node_logs));
@@ -454,14 +454,14 @@ fn viem_through_prism_sees_the_nodes_reorg_as_the_node_shows_it() {
     anvil.mine(3);
     let prism = prism_for(&anvil, 64);
     let mut cmd = std::process::Command::new("node");
-    cmd.current_dir(support::relay::evm_dir()).args([
+    cmd.current_dir(crate::support::relay::evm_dir()).args([
         "reorg.mjs",
         &format!("http://{}/", prism.addr()),
         &format!("ws://{}/", prism.addr()),
         &anvil.http_url(),
         &anvil.ws_url(),
     ]);
-    let ran = support::tools::run_with_timeout(cmd, b"", Duration::from_secs(120));
+    let ran = crate::support::tools::run_with_timeout(cmd, b"", Duration::from_secs(120));
     assert!(
         ran.ok,
         "reorg.mjs failed\nstdout:\n{}\nstderr:\n{}",
@@ -548,8 +548,8 @@ fn a_reorg_announced_by_its_new_head_alone_is_linked_by_parent_hashes() {
     let anvil = Anvil::start();
     let contract = anvil.deploy_probe();
     anvil.mine(3);
-    let ledger = support::relay::Ledger::new();
-    let relay = support::relay::Relay::start("geth-like", &anvil.as_node(), &ledger);
+    let ledger = crate::support::relay::Ledger::new();
+    let relay = crate::support::relay::Relay::start("geth-like", &anvil.as_node(), &ledger);
     relay.set_only_new_heads(true);
     let prism = Prism::builder()
         .network_option("probe_interval_ms", 100)

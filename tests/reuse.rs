@@ -5,12 +5,10 @@
 //! with: only final answers (at or below the pool's `finalized`, [`FINALIZED`]) are served from the cache
 //! here. Reorgs against cached answers are tested with a real node in `tests/reorgs.rs`.
 
-mod support;
-
 use std::time::Duration;
 
-use support::fake::Reply;
-use support::{call, expect_http_result, wait_until, FakeProvider, Prism};
+use crate::support::fake::Reply;
+use crate::support::{call, expect_http_result, wait_until, FakeProvider, Prism};
 
 const HEAD: u64 = 1000;
 /// The fake's `finalized` block.
@@ -47,8 +45,8 @@ fn fifty_identical_calls_share_one_upstream_call() {
         .map(|i| {
             let addr = prism.addr();
             std::thread::spawn(move || {
-                let mut conn = support::http::Conn::connect(addr);
-                let resp = conn.request(&support::http::post(
+                let mut conn = crate::support::http::Conn::connect(addr);
+                let resp = conn.request(&crate::support::http::post(
                     "/",
                     call(&format!("\"caller-{i}\""), "eth_call", params).as_bytes(),
                 ));
@@ -88,8 +86,8 @@ fn distinct_params_never_share_an_answer() {
             let addr = prism.addr();
             let body = call(&i.to_string(), "eth_getBalance", p);
             std::thread::spawn(move || {
-                let mut conn = support::http::Conn::connect(addr);
-                (i, conn.request(&support::http::post("/", body.as_bytes())))
+                let mut conn = crate::support::http::Conn::connect(addr);
+                (i, conn.request(&crate::support::http::post("/", body.as_bytes())))
             })
         })
         .collect();
@@ -216,7 +214,7 @@ fn the_memory_bound_holds_under_a_flood_of_distinct_keys() {
     for i in 0..600u32 {
         // At block 16, final: cacheable.
         let body = call(&i.to_string(), "eth_getBalance", &format!(r#"["0x{:040x}","0x10"]"#, i));
-        let r = conn.request(&support::http::post("/", body.as_bytes()));
+        let r = conn.request(&crate::support::http::post("/", body.as_bytes()));
         expect_http_result(&r, &i.to_string());
     }
     assert!(

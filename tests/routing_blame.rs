@@ -6,10 +6,8 @@
 //! remembered, so a stream of the same bad call costs one second opinion. Writes are never asked twice.
 //! Everything is observed at the fake providers (calls received) and on /status and /metrics.
 
-mod support;
-
+use crate::support::{call, json, wait_until, FakeProvider, Prism, Reply};
 use std::time::Duration;
-use support::{call, json, wait_until, FakeProvider, Prism, Reply};
 
 const KEY: &str = "rr-key-0001";
 const SIM: &str = "eth_simulateV1";
@@ -25,7 +23,7 @@ fn start(p1: &FakeProvider, p2: &FakeProvider) -> Prism {
              [[keys]]\nname = \"rr\"\nkey = \"{KEY}\"\nstrategy = \"round_robin\"\n"
         ))
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     prism
 }
 
@@ -156,7 +154,7 @@ fn the_same_unknown_error_from_both_is_nobodys_and_a_stream_of_it_costs_one_seco
         assert_eq!(prism.provider_state(p), "closed");
     }
     // Both still serve.
-    let a = ask(&prism, 99, "eth_getBalance", support::BALANCE_PARAMS);
+    let a = ask(&prism, 99, "eth_getBalance", crate::support::BALANCE_PARAMS);
     assert!(json::field(&a, "result").is_some(), "{}", json::text(&a));
 }
 
@@ -189,7 +187,7 @@ fn an_unknown_error_with_nobody_else_to_ask_is_nobodys() {
     let error = r#"{"code":-39997,"message":"odd"}"#;
     p1.set_reply(SIM, Reply::Error(error.into()));
     let prism = Prism::builder().provider(&p1).start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     for id in 1..=12 {
         let r = prism.rpc(call(&id.to_string(), SIM, SIM_PARAMS).as_bytes());
         let a = json::whole(&r.body).unwrap().to_vec();

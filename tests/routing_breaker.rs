@@ -3,13 +3,13 @@
 //! breaker or reopens it with a doubled cooldown; reverts never trip a breaker; a 429 storm parks but never
 //! opens; a lagging provider trips on drift alone and comes back when it catches up.
 
-mod support;
-
+use crate::support::{
+    call, expect_http_result, http, wait_serving, Conn, FakeProvider, Mode, Prism, PrismBuilder, Reply,
+};
 use std::time::{Duration, Instant};
-use support::{call, expect_http_result, http, wait_serving, Conn, FakeProvider, Mode, Prism, PrismBuilder, Reply};
 
 const WAIT: Duration = Duration::from_secs(5);
-const BALANCE: &str = support::BALANCE_PARAMS;
+const BALANCE: &str = crate::support::BALANCE_PARAMS;
 const KEY: &str = "rr-key-0001";
 
 /// Two providers behind a round-robin key (so p1 keeps getting its turn until its breaker opens), quick
@@ -51,7 +51,7 @@ fn probes_after(fake: &FakeProvider, after: Instant) -> Vec<Instant> {
     probe_times(&fake.calls(), after)
 }
 
-fn probe_times(calls: &[support::Call], after: Instant) -> Vec<Instant> {
+fn probe_times(calls: &[crate::support::Call], after: Instant) -> Vec<Instant> {
     calls
         .iter()
         .filter(|c| c.method == "eth_blockNumber" && c.at > after)
@@ -114,7 +114,7 @@ fn half_open_sends_exactly_one_probe_then_closes_when_it_succeeds() {
     // Half-open means the probe's lease is taken; the fake records the probe once its bytes arrive, a
     // moment later (CI once saw the row first). Wait for that first one only, then count.
     let since = opened + Duration::from_millis(COOLDOWN_MS / 2);
-    support::wait_until(Duration::from_secs(2), || !probes_after(&p1, since).is_empty());
+    crate::support::wait_until(Duration::from_secs(2), || !probes_after(&p1, since).is_empty());
     let probes = probes_after(&p1, since);
     assert_eq!(probes.len(), 1, "exactly one half-open probe; row {row}");
     assert!(

@@ -2,13 +2,11 @@
 //! thousands of times, while the providers disagree about the head and the heads move, never see the
 //! height go down: per key (every client shares the key's mark) and per session (`x-prism-session`).
 
-mod support;
-
+use crate::support::{call, http, json, Conn, FakeProvider, Mode, Prism};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-use support::{call, http, json, Conn, FakeProvider, Mode, Prism};
 
 const CLIENTS: usize = 8;
 const CALLS_PER_CLIENT: usize = 400;
@@ -88,7 +86,7 @@ fn poll_and_check(prism: &Prism, session: bool) -> (u64, u64) {
                         &headers,
                     ));
                     let body = json::whole(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.describe()));
-                    let h = hex(support::expect_result(body, &id));
+                    let h = hex(crate::support::expect_result(body, &id));
                     if let Some(&prev) = seen.last() {
                         assert!(
                             h >= prev,
@@ -133,7 +131,7 @@ fn scenario(session: bool, jitter: bool) {
         f.set_delay("eth_blockNumber", Duration::from_millis(2));
     }
     let prism = prism_for(&fakes.iter().map(|f| &**f).collect::<Vec<_>>());
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let chain = Chain::run(fakes.clone(), 5, jitter);
     let (lo, hi) = poll_and_check(&prism, session);
     let top = chain.stop();
@@ -181,7 +179,7 @@ fn joined_call_scenario(headers: &'static [&'static str]) {
         .provider(&p1)
         .limit("request_deadline_ms", 5000)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     p1.set_delay("eth_blockNumber", Duration::from_millis(600));
     let addr = prism.addr();
     let slow = thread::spawn(move || {
@@ -190,7 +188,7 @@ fn joined_call_scenario(headers: &'static [&'static str]) {
             call("1", "eth_blockNumber", "[]").as_bytes(),
             headers,
         ));
-        hex(&support::expect_http_result(&r, "1"))
+        hex(&crate::support::expect_http_result(&r, "1"))
     });
     // The slow call reached the provider (client calls carry small ids; probes use ids >= 2^60).
     assert!(
@@ -202,7 +200,7 @@ fn joined_call_scenario(headers: &'static [&'static str]) {
     p1.set_head(105);
     p1.set_reply(
         "eth_getBlockByNumber",
-        support::Reply::Result(r#"{"number":"0x69","hash":"0x01"}"#.into()),
+        crate::support::Reply::Result(r#"{"number":"0x69","hash":"0x01"}"#.into()),
     );
     let mut c = Conn::connect(addr);
     let r = c.request(&http::post_with(
@@ -210,13 +208,13 @@ fn joined_call_scenario(headers: &'static [&'static str]) {
         call("2", "eth_getBlockByNumber", r#"["latest",false]"#).as_bytes(),
         headers,
     ));
-    support::expect_http_result(&r, "2");
+    crate::support::expect_http_result(&r, "2");
     let r = c.request(&http::post_with(
         "/",
         call("3", "eth_blockNumber", "[]").as_bytes(),
         headers,
     ));
-    let h = hex(&support::expect_http_result(&r, "3"));
+    let h = hex(&crate::support::expect_http_result(&r, "3"));
     assert!(
         h >= 105,
         "the client saw block 105, then eth_blockNumber answered {h}: the height went down \
@@ -252,7 +250,7 @@ fn routing_survives_provider_heads_that_drop_between_probes() {
         .network_option("max_drift_blocks", 1000)
         .limit("max_connections", 1000)
         .start();
-    support::wait_serving(&prism, &["p1", "p2", "p3", "p4"]);
+    crate::support::wait_serving(&prism, &["p1", "p2", "p3", "p4"]);
     for f in &fakes {
         f.set_mode(Mode::JitterHead(30));
     }

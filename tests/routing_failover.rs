@@ -3,11 +3,11 @@
 //! `providersOpen` / `retryAfterMs`; a provider on the wrong chain never serves; overflow providers serve
 //! only when nothing else can.
 
-mod support;
-
+use crate::support::{
+    call, expect_http_result, wait_serving, FakeProvider, Mode, Prism, PrismBuilder, Reply, BALANCE_PARAMS,
+};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::{call, expect_http_result, wait_serving, FakeProvider, Mode, Prism, PrismBuilder, Reply, BALANCE_PARAMS};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -24,7 +24,7 @@ fn no_breaker() -> &'static str {
     "[policy.breaker]\nfailure_threshold = 1000000"
 }
 
-fn balance(prism: &Prism, id: u64) -> support::Response {
+fn balance(prism: &Prism, id: u64) -> crate::support::Response {
     prism.rpc(call(&id.to_string(), "eth_getBalance", BALANCE_PARAMS).as_bytes())
 }
 
@@ -94,13 +94,13 @@ fn deadline_holds_when_every_provider_hangs() {
                 let body = if i % 2 == 0 {
                     call(&i.to_string(), "eth_getBalance", BALANCE_PARAMS)
                 } else {
-                    support::batch(&[
+                    crate::support::batch(&[
                         call("\"a\"", "eth_getBalance", BALANCE_PARAMS),
                         call("\"b\"", "eth_getBalance", BALANCE_PARAMS),
                     ])
                 };
                 let t = Instant::now();
-                let r = support::Conn::connect(addr).request(&support::http::post("/", body.as_bytes()));
+                let r = crate::support::Conn::connect(addr).request(&crate::support::http::post("/", body.as_bytes()));
                 (i, t.elapsed(), r)
             })
         })
@@ -144,7 +144,7 @@ fn all_down_answers_at_once_with_providers_open_and_retry_after_ms() {
         let t = Instant::now();
         let r = balance(&prism, i);
         let took = t.elapsed();
-        let (err, id) = support::expect_http_error(&r, -32603);
+        let (err, id) = crate::support::expect_http_error(&r, -32603);
         assert_eq!(id, i.to_string());
         assert_eq!(err["message"], "No healthy upstream available", "{}", r.describe());
         assert_eq!(err["data"]["providersOpen"], 2, "{}", r.describe());
@@ -163,7 +163,7 @@ fn all_down_answers_at_once_with_providers_open_and_retry_after_ms() {
     // A batch: every call gets the same answer, at once.
     let t = Instant::now();
     let r = prism.rpc(
-        support::batch(&[
+        crate::support::batch(&[
             call("1", "eth_getBalance", BALANCE_PARAMS),
             call("2", "eth_call", "[{}, \"latest\"]"),
         ])
@@ -174,8 +174,8 @@ fn all_down_answers_at_once_with_providers_open_and_retry_after_ms() {
         "batch all-down took {:?}",
         t.elapsed()
     );
-    for item in support::batch_items(&r) {
-        support::expect_error(&item, -32603);
+    for item in crate::support::batch_items(&r) {
+        crate::support::expect_error(&item, -32603);
     }
     assert_eq!(
         p1.client_calls().len() + p2.client_calls().len(),
@@ -199,7 +199,7 @@ fn provider_on_the_wrong_chain_is_excluded_and_never_serves() {
     let r = prism.rpc(call("1", "eth_chainId", "[]").as_bytes());
     assert_eq!(expect_http_result(&r, "1"), b"\"0x1237\"");
     assert_eq!(p1.count("eth_getBalance"), 30);
-    support::assert_no_client_calls(&p2, "a provider on the wrong chain");
+    crate::support::assert_no_client_calls(&p2, "a provider on the wrong chain");
     assert_eq!(prism.provider_state("p2"), "wrong-chain");
 }
 
@@ -217,7 +217,7 @@ fn overflow_provider_serves_only_when_the_others_are_down() {
         expect_http_result(&balance(&prism, i), &i.to_string());
     }
     assert_eq!(p1.count("eth_getBalance") + p2.count("eth_getBalance"), 40);
-    support::assert_no_client_calls(&p3, "the overflow provider while primaries were healthy");
+    crate::support::assert_no_client_calls(&p3, "the overflow provider while primaries were healthy");
 
     p1.set_mode(Mode::Status(500));
     p2.set_mode(Mode::Status(500));

@@ -1,9 +1,7 @@
 //! Per-key routing strategies through a running Prism, counted at the fake providers: round robin spreads
 //! evenly, random spreads roughly evenly, weighted follows the providers' `weight`.
 
-mod support;
-
-use support::{call, expect_http_result, http, wait_serving, Conn, FakeProvider, Prism};
+use crate::support::{call, expect_http_result, http, wait_serving, Conn, FakeProvider, Prism};
 
 const CALLS: usize = 300;
 

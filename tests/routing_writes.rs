@@ -12,11 +12,9 @@
 //!   known" is the hash; "nonce too low" is the node's error unless this very transaction is mined;
 //!   `eth_sendRawTransactionSync` gets the receipt.
 
-mod support;
-
+use crate::support::{call, expect_http_result, http, Conn, FakeProvider, Garbage, Mode, Prism, PrismBuilder, Reply};
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use support::{call, expect_http_result, http, Conn, FakeProvider, Garbage, Mode, Prism, PrismBuilder, Reply};
 use tiny_keccak::{Hasher, Keccak};
 
 const KEY: &str = "rr-writes-key";
@@ -62,7 +60,7 @@ fn builder(p1: &FakeProvider, p2: &FakeProvider, deadline_ms: u64) -> PrismBuild
         ))
 }
 
-fn send_tx(prism: &Prism, id: u64) -> (support::Response, Duration) {
+fn send_tx(prism: &Prism, id: u64) -> (crate::support::Response, Duration) {
     let t = Instant::now();
     let r = Conn::connect(prism.addr()).request(&http::post_with(
         "/",
@@ -74,9 +72,9 @@ fn send_tx(prism: &Prism, id: u64) -> (support::Response, Duration) {
 
 const OK_HASH: &str = "\"0x1111111111111111111111111111111111111111111111111111111111111111\"";
 
-fn expect_failure(r: &support::Response) -> Value {
+fn expect_failure(r: &crate::support::Response) -> Value {
     assert_eq!(r.status, 200, "{}", r.describe());
-    let err = support::error_of(r);
+    let err = crate::support::error_of(r);
     assert!(err["code"].is_i64(), "{}", r.describe());
     err
 }
@@ -142,7 +140,7 @@ impl Fault {
     }
 
     /// What the client gets from the provider it went to.
-    fn check(self, r: &support::Response, provider: &str) {
+    fn check(self, r: &crate::support::Response, provider: &str) {
         let err = expect_failure(r);
         match self {
             f if f.lost() => {
@@ -191,7 +189,7 @@ fn exactly_once(fault: Fault, all: bool) {
         p2.set_reply(SEND, Reply::Result(OK_HASH.into()));
     }
     let prism = builder(&p1, &p2, DEADLINE_MS).start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let n = 4;
     let mut faulty = 0;
     for i in 0..n {
@@ -226,7 +224,7 @@ fn exactly_once(fault: Fault, all: bool) {
         faulty >= 1,
         "no write met the fault ({fault:?}): the path was not exercised"
     );
-    let late = support::wait_until(Duration::from_millis(300), || {
+    let late = crate::support::wait_until(Duration::from_millis(300), || {
         p1.count(SEND) + p2.count(SEND) > n as usize
     });
     assert!(!late, "a write was submitted again after its answer ({fault:?})");
@@ -261,7 +259,7 @@ fn a_429_parks_the_provider_and_later_writes_are_routed_away_before_sending() {
     p1.set_method_mode(SEND, Mode::Status(429));
     p2.set_reply(SEND, Reply::Result(OK_HASH.into()));
     let prism = builder(&p1, &p2, 3000).start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let (r, _) = send_tx(&prism, 0);
     assert_eq!(p1.count(SEND), 1, "round robin starts at p1");
     assert_eq!(p2.count(SEND), 0, "the 429'd write was not moved");
@@ -286,7 +284,7 @@ fn write_to_a_refused_connection_goes_to_the_next_provider_once() {
     let prism = builder(&p1, &p2, 3000)
         .network_option("probe_interval_ms", 60_000)
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     p1.stop_listening();
     for i in 0..4 {
         let (r, _) = send_tx(&prism, i);
@@ -303,7 +301,7 @@ fn write_to_a_refused_connection_goes_to_the_next_provider_once() {
         r["failures"].as_u64() >= Some(1)
     });
     assert!(row["failures"].as_u64() <= Some(4), "{row}");
-    let late = support::wait_until(Duration::from_millis(300), || p2.count(SEND) > 4);
+    let late = crate::support::wait_until(Duration::from_millis(300), || p2.count(SEND) > 4);
     assert!(!late, "a write was submitted again");
 }
 
@@ -313,7 +311,7 @@ fn with_every_provider_refusing_connections_a_write_fails_without_a_submission()
     let prism = builder(&p1, &p2, 3000)
         .network_option("probe_interval_ms", 60_000)
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     p1.stop_listening();
     p2.stop_listening();
     let (r, _) = send_tx(&prism, 0);
@@ -333,19 +331,19 @@ fn a_batch_of_writes_is_one_submission_each_even_when_every_provider_fails() {
     p1.set_method_mode(SEND, Mode::Status(502));
     p2.set_method_mode(SEND, Mode::Reset);
     let prism = builder(&p1, &p2, 3000).start();
-    support::wait_serving(&prism, &["p1", "p2"]);
-    let body = support::batch(&[
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
+    let body = crate::support::batch(&[
         call("\"a\"", SEND, &format!("[\"{RAW_TX}\"]")),
         call("\"b\"", SEND, &format!("[\"{RAW_TX}\"]")),
     ]);
     let r = prism.rpc_with("/", body.as_bytes(), &[&format!("x-api-key: {KEY}")]);
-    assert_eq!(support::batch_items(&r).len(), 2);
+    assert_eq!(crate::support::batch_items(&r).len(), 2);
     assert_eq!(p1.count(SEND) + p2.count(SEND), 2);
 }
 
 // ---- methods Prism does not know --------------------------------------------------------------------
 
-fn rpc(prism: &Prism, id: u64, method: &str, params: &str) -> support::Response {
+fn rpc(prism: &Prism, id: u64, method: &str, params: &str) -> crate::support::Response {
     Conn::connect(prism.addr()).request(&http::post_with(
         "/",
         call(&id.to_string(), method, params).as_bytes(),
@@ -369,7 +367,7 @@ fn submissions_and_unknown_methods_are_sent_once_when_the_provider_resets_after_
         p1.set_method_mode(method, Mode::Reset);
         p2.set_method_mode(method, Mode::Reset);
         let prism = builder(&p1, &p2, DEADLINE_MS).start();
-        support::wait_serving(&prism, &["p1", "p2"]);
+        crate::support::wait_serving(&prism, &["p1", "p2"]);
         for i in 0..2 {
             let r = rpc(&prism, i, method, &params);
             let err = expect_failure(&r);
@@ -380,7 +378,7 @@ fn submissions_and_unknown_methods_are_sent_once_when_the_provider_resets_after_
                 "{method}: sent once per call"
             );
         }
-        let late = support::wait_until(Duration::from_millis(300), || p1.count(method) + p2.count(method) > 2);
+        let late = crate::support::wait_until(Duration::from_millis(300), || p1.count(method) + p2.count(method) > 2);
         assert!(!late, "{method} was sent again");
     }
 }
@@ -395,7 +393,7 @@ fn a_read_declared_in_config_is_retried_and_an_undeclared_one_is_not() {
     let prism = builder(&p1, &p2, 3000)
         .network_option("methods", r#"{ read = ["vendor_getPortfolio"] }"#)
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     // Round robin starts at p1: the declared read is retried on p2 and succeeds.
     let r = rpc(&prism, 1, "vendor_getPortfolio", "[]");
     assert_eq!(expect_http_result(&r, "1"), b"\"portfolio\"");
@@ -427,13 +425,13 @@ fn identical_unknown_calls_and_notifications_are_sent_as_they_came_while_declare
         .provider(&p1)
         .network_option("methods", r#"{ read = ["vendor_quote"] }"#)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let same = |id: Option<&str>, m: &str| match id {
         Some(id) => call(id, m, "[1]"),
-        None => support::notification(m, "[1]"),
+        None => crate::support::notification(m, "[1]"),
     };
     // Three identical calls and three identical notifications of an unknown method, in one batch.
-    let body = support::batch(&[
+    let body = crate::support::batch(&[
         same(Some("1"), "vendor_ping"),
         same(Some("2"), "vendor_ping"),
         same(Some("3"), "vendor_ping"),
@@ -442,35 +440,35 @@ fn identical_unknown_calls_and_notifications_are_sent_as_they_came_while_declare
         same(None, "vendor_ping"),
     ]);
     let r = prism.rpc(body.as_bytes());
-    assert_eq!(support::batch_items(&r).len(), 3, "{}", r.describe());
+    assert_eq!(crate::support::batch_items(&r).len(), 3, "{}", r.describe());
     assert!(
         p1.wait_for_calls("vendor_ping", 6, Duration::from_secs(3)),
         "every unknown call and notification reaches the provider: {}",
         p1.count("vendor_ping")
     );
     // The same for a declared read: joined while one is in flight.
-    let body = support::batch(&[
+    let body = crate::support::batch(&[
         same(Some("1"), "vendor_quote"),
         same(Some("2"), "vendor_quote"),
         same(Some("3"), "vendor_quote"),
     ]);
     let r = prism.rpc(body.as_bytes());
-    assert_eq!(support::batch_items(&r).len(), 3, "{}", r.describe());
+    assert_eq!(crate::support::batch_items(&r).len(), 3, "{}", r.describe());
     assert_eq!(p1.count("vendor_quote"), 1, "a declared read is deduplicated");
-    let late = support::wait_until(Duration::from_millis(300), || p1.count("vendor_ping") > 6);
+    let late = crate::support::wait_until(Duration::from_millis(300), || p1.count("vendor_ping") > 6);
     assert!(!late, "an unknown call was sent twice");
 }
 
 #[test]
 fn prism_check_refuses_a_submission_declared_as_a_read() {
-    let scratch = support::prism::Scratch::new();
+    let scratch = crate::support::prism::Scratch::new();
     let path = scratch.file(
         "bad.toml",
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[[networks]]\nname = \"n\"\nkind = \"evm\"\n\
          methods = { read = [\"vendor_quote\", \"eth_sendRawTransaction\"] }\n\n\
          [[networks.providers]]\nname = \"p\"\nurl = \"http://127.0.0.1:1\"\n",
     );
-    let out = std::process::Command::new(support::prism::BIN)
+    let out = std::process::Command::new(crate::support::prism::BIN)
         .args(["check", "--config"])
         .arg(&path)
         .output()
@@ -511,7 +509,7 @@ fn a_write_whose_answer_is_lost_is_answered_with_its_hash_when_a_provider_knows_
             .provider(&p1)
             .limit("request_deadline_ms", 2000)
             .start();
-        support::wait_serving(&prism, &["p1"]);
+        crate::support::wait_serving(&prism, &["p1"]);
         let t = Instant::now();
         let r = prism.rpc(call("7", SEND, &format!("[\"{RAW_TX}\"]")).as_bytes());
         assert_eq!(
@@ -540,7 +538,7 @@ fn a_lost_answer_is_looked_up_on_every_provider_and_unresolved_is_32098_with_the
     // p2's does.
     p2.set_reply("eth_getTransactionByHash", Reply::Result(tx_object()));
     let prism = builder(&p1, &p2, 2000).start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let (r, _) = send_tx(&prism, 0);
     assert_eq!(p1.count(SEND), 1);
     assert_eq!(p2.count(SEND), 0, "looked up on p2, never sent there");
@@ -567,7 +565,7 @@ fn a_lost_answer_is_looked_up_on_every_provider_and_unresolved_is_32098_with_the
 fn already_known_is_the_hash_and_nonce_too_low_is_the_nodes_error_unless_this_transaction_is_mined() {
     let p1 = FakeProvider::start();
     let prism = Prism::builder().provider(&p1).start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let hash = format!("\"{}\"", keccak_hex(RAW_TX));
     for message in ["already known", "Known transaction", "AlreadyKnown"] {
         p1.set_method_mode(
@@ -630,7 +628,7 @@ fn a_sync_submission_whose_answer_is_lost_gets_its_receipt() {
     p1.set_method_mode(SYNC, Mode::Reset);
     p1.set_reply("eth_getTransactionReceipt", Reply::Result(receipt_object()));
     let prism = Prism::builder().provider(&p1).start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     let r = prism.rpc(call("1", SYNC, &format!("[\"{RAW_TX}\"]")).as_bytes());
     let receipt: Value = serde_json::from_slice(&expect_http_result(&r, "1")).unwrap();
     assert_eq!(receipt["transactionHash"], keccak_hex(RAW_TX).as_str());
@@ -645,7 +643,7 @@ fn a_sync_submission_may_wait_longer_than_the_request_deadline_when_it_asks() {
     p1.set_reply(SYNC, Reply::Result(receipt_object()));
     p1.set_delay(SYNC, Duration::from_millis(1500));
     let prism = Prism::builder().provider(&p1).limit("request_deadline_ms", 500).start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     // The node waits up to 3 s for the receipt (the call's timeout): Prism waits for the node.
     let r = prism.rpc(call("1", SYNC, &format!("[\"{RAW_TX}\", 3000]")).as_bytes());
     let receipt: Value = serde_json::from_slice(&expect_http_result(&r, "1")).unwrap();

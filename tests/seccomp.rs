@@ -4,14 +4,12 @@
 //! its providers and serves calls. Without the `io_uring_*` calls (the runtime default alone) it does not
 //! start, which shows the filter is in force.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::prism::{free_port, Scratch, BIN};
-use support::{call, expect_http_result, FakeProvider};
+use crate::support::prism::{free_port, Scratch, BIN};
+use crate::support::{call, expect_http_result, FakeProvider};
 
 fn launch(dir: &Scratch, config: &str, without: Option<&str>) -> (std::process::Child, std::path::PathBuf) {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -53,10 +51,10 @@ fn prism_starts_and_serves_under_the_container_seccomp_profile() {
                 std::fs::read_to_string(logs.join("prism.log")).unwrap_or_default()
             );
         }
-        if let Ok(mut c) = support::Conn::try_connect(listen) {
+        if let Ok(mut c) = crate::support::Conn::try_connect(listen) {
             for i in 0..20 {
-                let body = call(&i.to_string(), "eth_getBalance", support::BALANCE_PARAMS);
-                let r = c.request(&support::http::post("/", body.as_bytes()));
+                let body = call(&i.to_string(), "eth_getBalance", crate::support::BALANCE_PARAMS);
+                let r = c.request(&crate::support::http::post("/", body.as_bytes()));
                 expect_http_result(&r, &i.to_string());
             }
             answered = true;

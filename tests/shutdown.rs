@@ -1,13 +1,11 @@
 //! Graceful shutdown: SIGTERM/SIGINT stop accepting, finish in-flight requests, exit 0 within the drain
 //! deadline.
 
-mod support;
-
+use crate::support::http;
+use crate::support::{call, expect_http_result, FakeProvider, Mode, Prism};
 use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
-use support::http;
-use support::{call, expect_http_result, FakeProvider, Mode, Prism};
 
 const DRAIN_MS: u64 = 3000;
 
@@ -21,7 +19,7 @@ fn sigterm_lets_an_in_flight_request_finish_then_exits_0() {
         .start();
     let addr = prism.addr();
     let client = thread::spawn(move || {
-        let mut c = support::Conn::connect(addr);
+        let mut c = crate::support::Conn::connect(addr);
         c.request(&http::post("/", call("\"slow\"", "echo", "[1]").as_bytes()))
     });
     assert!(
@@ -32,7 +30,7 @@ fn sigterm_lets_an_in_flight_request_finish_then_exits_0() {
     prism.signal(libc::SIGTERM);
 
     // Stops accepting while the slow request is still in flight.
-    let refused = support::wait_until(Duration::from_millis(1000), || TcpStream::connect(addr).is_err());
+    let refused = crate::support::wait_until(Duration::from_millis(1000), || TcpStream::connect(addr).is_err());
     assert!(refused, "still accepting connections 1 s after SIGTERM");
 
     let r = client.join().expect("client thread");
@@ -66,7 +64,7 @@ fn idle_keep_alive_clients_do_not_hold_up_shutdown() {
         .limit("drain_timeout_ms", 10_000)
         .start();
     fake.set_mode(Mode::Slow(Duration::from_millis(1500)));
-    let mut conns: Vec<support::Conn> = (0..4).map(|_| prism.conn()).collect();
+    let mut conns: Vec<crate::support::Conn> = (0..4).map(|_| prism.conn()).collect();
     for c in conns.iter_mut() {
         expect_http_result(
             &c.request(&http::post("/", call("1", "eth_chainId", "[]").as_bytes())),
@@ -96,7 +94,7 @@ fn drain_deadline_bounds_shutdown_with_a_hung_upstream() {
     fake.set_mode(Mode::Hang);
     let addr = prism.addr();
     let client = thread::spawn(move || {
-        let mut c = support::Conn::connect(addr);
+        let mut c = crate::support::Conn::connect(addr);
         let _ = c.send(&http::post(
             "/",
             call("1", "eth_getBalance", r#"["0x00","latest"]"#).as_bytes(),
@@ -129,7 +127,7 @@ fn sighup_without_tls_is_logged_and_ignored() {
     for _ in 0..3 {
         prism.signal(libc::SIGHUP);
     }
-    let logged = support::wait_until(Duration::from_secs(3), || prism.log().contains("SIGHUP received"));
+    let logged = crate::support::wait_until(Duration::from_secs(3), || prism.log().contains("SIGHUP received"));
     assert!(logged, "no log line for SIGHUP; log:\n{}", prism.log());
     assert!(prism.running(), "SIGHUP ended the process; log:\n{}", prism.log());
     expect_http_result(&prism.rpc(call("2", "eth_chainId", "[]").as_bytes()), "2");

@@ -10,15 +10,13 @@
 //!
 //! Needs solana-py + solders (pip) and web3.js (npm ci in tests/solana/web3): scripts/deps/solana.sh.
 
-mod support;
-
+use crate::support::solana_fake::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::solana_fake::*;
 
 const ON_BASE: u64 = 1_111;
 const ON_ER1: u64 = 2_222;

@@ -2,12 +2,10 @@
 //! one of them answering an Agave error code. Each code must move the provider's health the way Solana
 //! means it (the same codes mean other things on EVM nodes: `core/classify/solana.rs`).
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::solana_fake::{tx_str, Magic, SolanaFake};
 use serde_json::{json, Value};
-use support::solana_fake::{tx_str, Magic, SolanaFake};
 
 /// The magic network with a second base-layer provider, "base-2".
 fn two_bases() -> (Magic, SolanaFake) {
@@ -20,7 +18,7 @@ fn two_bases() -> (Magic, SolanaFake) {
         },
         |b| b,
     );
-    support::wait_serving(&m.prism, &["base-1", "base-2"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "base-2"]);
     (m, base2)
 }
 
@@ -173,7 +171,7 @@ fn two_bases_round_robin() -> (Magic, SolanaFake) {
         },
         |b| b,
     );
-    support::wait_serving(&m.prism, &["base-1", "base-2"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "base-2"]);
     (m, base2)
 }
 
@@ -201,7 +199,9 @@ fn both_base_providers_share_a_round_robin_keys_reads_while_their_slots_advance_
                 row["slotMs"].as_f64().is_some_and(|ms| (80.0..=130.0).contains(&ms))
             });
     }
-    let accounts: Vec<String> = (0..24u8).map(|i| support::solana_fake::b58(&[i + 1; 32])).collect();
+    let accounts: Vec<String> = (0..24u8)
+        .map(|i| crate::support::solana_fake::b58(&[i + 1; 32]))
+        .collect();
     for a in &accounts {
         m.base.set_lamports(a, 5);
         base2.set_lamports(a, 5);
@@ -273,7 +273,7 @@ fn both_base_providers_share_a_round_robin_keys_reads_while_their_slots_advance_
 fn accounts(m: &Magic, base2: &SolanaFake, tag: u8, n: u8) -> Vec<String> {
     (0..n)
         .map(|i| {
-            let a = support::solana_fake::b58(&[
+            let a = crate::support::solana_fake::b58(&[
                 tag, i, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
             ]);
             m.base.set_lamports(&a, 9);
@@ -336,7 +336,7 @@ fn a_provider_whose_health_says_it_is_behind_is_left_out_before_any_read() {
         },
         |b| b,
     );
-    support::wait_serving(&m.prism, &["base-1", "base-2"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "base-2"]);
     // A real node that is behind says so to getHealth (Agave's health check) and to reads alike.
     base2.fail_method("getHealth", Some(behind(300)));
     base2.fail_method("getBalance", Some(behind(300)));

@@ -3,17 +3,15 @@
 //! the shapes real nodes speak (HTTP on P, WebSocket on P+1, delegation records as the program writes them).
 //! No Prism here; the router's tests are solana_routing.rs, solana_ws.rs and solana_client.rs.
 
-mod support;
-
+use crate::support::solana_fake::*;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::solana_fake::*;
 
 fn rpc(url: &str, method: &str, params: Value) -> Value {
     let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
-    let r = support::Conn::connect(addr).request(&support::http::post("/", body.as_bytes()));
+    let r = crate::support::Conn::connect(addr).request(&crate::support::http::post("/", body.as_bytes()));
     assert_eq!(r.status, 200, "{}", r.describe());
     r.json()
 }

@@ -5,13 +5,11 @@
 //! `PRISM_RESUBSCRIBE_N=10000 cargo test --test solana_resubscribe -- --nocapture` prints the figure for
 //! another number of tracked accounts (default 1000).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::solana_fake::{b58, pk, Account, Magic};
+use crate::support::wait_until;
 use serde_json::json;
-use support::solana_fake::{b58, pk, Account, Magic};
-use support::wait_until;
 
 const RATE: usize = 500;
 

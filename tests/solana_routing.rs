@@ -6,12 +6,10 @@
 //! Which side served a call is read from the fakes' call counters and from the answer itself: every account
 //! has different lamports on the base layer and on each ER.
 
-mod support;
-
+use crate::support::solana_fake::*;
+use crate::support::wait_until;
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::solana_fake::*;
-use support::wait_until;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// Lamports an account holds on the base layer / ER 1 / ER 2 (so an answer tells where it came from).
@@ -340,7 +338,7 @@ fn delegation_records_and_sysvars_are_read_from_the_base_layer() {
     assert_eq!(v["value"]["lamports"], json!(1_009_200), "{v}");
     assert_eq!(
         m.base
-            .count_for("getAccountInfo", &support::solana_fake::delegation_record(rent)),
+            .count_for("getAccountInfo", &crate::support::solana_fake::delegation_record(rent)),
         0
     );
 }
@@ -1203,8 +1201,8 @@ fn base_only_and_unlisted_methods_go_to_base_with_its_answer_unchanged() {
     let base_genesis = {
         let addr: std::net::SocketAddr = m.base.url().trim_start_matches("http://").parse().unwrap();
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "getGenesisHash"}).to_string();
-        support::Conn::connect(addr)
-            .request(&support::http::post("/", body.as_bytes()))
+        crate::support::Conn::connect(addr)
+            .request(&crate::support::http::post("/", body.as_bytes()))
             .json()["result"]
             .clone()
     };
@@ -1240,7 +1238,7 @@ fn a_batch_mixing_every_kind_of_call_answers_each_by_its_rule() {
     ])
     .to_string();
     let r = m.prism.rpc(body.as_bytes());
-    let items = support::batch_items(&r);
+    let items = crate::support::batch_items(&r);
     assert_eq!(items.len(), 7, "{}", r.describe());
     let by_id = |id: u64| -> Value {
         items
@@ -1434,7 +1432,7 @@ fn get_identity_names_a_live_er_and_get_routes_lists_only_live_ones() {
         },
         |b| b,
     );
-    support::wait_serving(&m.prism, &["base-1", "er-1", "er-2"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "er-1", "er-2"]);
     assert_eq!(
         m.result("getIdentity", json!([])),
         json!({"identity": pk("er1_identity"), "fqdn": m.er1.url()}),

@@ -13,15 +13,13 @@
 //!
 //! Needs the SDKs (npm ci in tests/solana/magicblock): scripts/deps/solana.sh.
 
-mod support;
-
+use crate::support::solana_fake::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::solana_fake::*;
 
 const ON_BASE: u64 = 1_111;
 const ON_ER: u64 = 2_222;
@@ -92,7 +90,7 @@ fn run_sdk(setup: &Value, act: impl Fn(&Value)) -> Vec<Value> {
             && dir.join("node_modules/@magicblock-labs/ephemeral-rollups-kit").exists(),
         "MagicBlock's SDKs are not installed: run scripts/deps/solana.sh (npm ci in tests/solana/magicblock)"
     );
-    let scratch = support::prism::Scratch::new();
+    let scratch = crate::support::prism::Scratch::new();
     let setup_path = scratch.file("setup.json", &setup.to_string());
     let mut kid = Kid(Command::new("node")
         .current_dir(&dir)
@@ -303,7 +301,7 @@ fn the_kit_sdk_works_unchanged_through_prism() {
 /// them, and a transfer between them is sent, executed and confirmed on the real ER through Prism.
 #[test]
 fn the_web3js_sdk_transacts_on_magicblocks_real_er_through_prism() {
-    use support::real_er::RealEr;
+    use crate::support::real_er::RealEr;
     const CLONED: u64 = 5_000_000_000;
     let base = SolanaFake::base();
     let secret: Vec<u8> = fixtures()["accounts"]["er1_identity"]["secret"]
@@ -330,7 +328,7 @@ fn the_web3js_sdk_transacts_on_magicblocks_real_er_through_prism() {
         er.ws_url(),
         er.url()
     );
-    let prism = support::Prism::builder().listen_pair().extra_toml(&net).start();
+    let prism = crate::support::Prism::builder().listen_pair().extra_toml(&net).start();
     let ers = [
         (er.identity.clone(), er.url()),
         (pk("er2_identity"), "http://127.0.0.1:9".into()),

@@ -1,12 +1,10 @@
 //! Slot awareness through the real binary (`core/slots.rs`): base-layer drift, a frozen ER, `minContextSlot`
 //! and a caller's `context.slot` that never goes backwards, with the Solana fakes' clocks set by each test.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::solana_fake::{pk, Magic, SolanaFake};
 use serde_json::{json, Value};
-use support::solana_fake::{pk, Magic, SolanaFake};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -28,13 +26,13 @@ fn two_bases(extra: &str) -> (Magic, SolanaFake) {
         },
         |b| b,
     );
-    support::wait_serving(&m.prism, &["base-1", "base-2"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "base-2"]);
     (m, base2)
 }
 
 /// An undelegated account both base providers hold.
 fn account(m: &Magic, base2: &SolanaFake, name: &str) -> String {
-    let key = support::solana_fake::b58(
+    let key = crate::support::solana_fake::b58(
         name.as_bytes()
             .iter()
             .cycle()
@@ -131,11 +129,13 @@ fn an_er_whose_slot_freezes_is_down_and_its_accounts_get_an_error_naming_it() {
     );
     m.base.start_ticker(Duration::from_millis(50));
     m.er1.start_ticker(Duration::from_millis(50));
-    support::wait_serving(&m.prism, &["base-1", "er-1"]);
-    let alice = support::solana_fake::b58(&[7u8; 32]);
+    crate::support::wait_serving(&m.prism, &["base-1", "er-1"]);
+    let alice = crate::support::solana_fake::b58(&[7u8; 32]);
     m.base.set_lamports(&alice, 1);
-    m.er1
-        .set_account(&alice, support::solana_fake::Account::new(42, &pk("program"), &[]));
+    m.er1.set_account(
+        &alice,
+        crate::support::solana_fake::Account::new(42, &pk("program"), &[]),
+    );
     m.base.delegate(&alice, &pk("er1_identity"));
     let v = m.result("getBalance", json!([alice]));
     assert_eq!(v["value"], json!(42), "served by er-1 while its slot advances: {v}");
@@ -169,7 +169,7 @@ fn with_default_settings_a_frozen_er_and_base_are_down_within_twenty_of_their_ow
     let m = Magic::start_with_network(false, |net, _| net.replacen("slot_stall_ms = 0\n", "", 1), |b| b);
     m.base.start_ticker(Duration::from_millis(400));
     m.er1.start_ticker(Duration::from_millis(50));
-    support::wait_serving(&m.prism, &["base-1", "er-1"]);
+    crate::support::wait_serving(&m.prism, &["base-1", "er-1"]);
     // A few probes to learn each cadence (two advancing probe intervals at least).
     let learned = |name: &str, lo: f64, hi: f64| {
         m.prism
@@ -183,9 +183,11 @@ fn with_default_settings_a_frozen_er_and_base_are_down_within_twenty_of_their_ow
         "cadence learned: er-1 {} ms per slot (stalled after {} ms), base-1 {} ms per slot (after {} ms)",
         er_row["slotMs"], er_row["stallAfterMs"], base_row["slotMs"], base_row["stallAfterMs"]
     );
-    let alice = support::solana_fake::b58(&[9u8; 32]);
-    m.er1
-        .set_account(&alice, support::solana_fake::Account::new(42, &pk("program"), &[]));
+    let alice = crate::support::solana_fake::b58(&[9u8; 32]);
+    m.er1.set_account(
+        &alice,
+        crate::support::solana_fake::Account::new(42, &pk("program"), &[]),
+    );
     m.base.delegate(&alice, &pk("er1_identity"));
     assert_eq!(m.result("getBalance", json!([alice]))["value"], json!(42));
     m.er1.freeze(true);

@@ -4,13 +4,11 @@
 //! is replayed and what changed while it was down is delivered once, and a notification never overtakes
 //! the answer that gave the client its subscription id.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::solana_fake::*;
+use crate::support::wait_until;
 use serde_json::{json, Value};
-use support::solana_fake::*;
-use support::wait_until;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -3,13 +3,11 @@
 //! unsubscribes answer true, Prism listens on its port and on port + 1, and a dropped base-layer socket puts
 //! accounts in limbo (refetched before routing, resubscribed and refetched after the reconnect).
 
-mod support;
-
+use crate::support::solana_fake::*;
+use crate::support::wait_until;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::solana_fake::*;
-use support::wait_until;
 
 const WAIT: Duration = Duration::from_secs(10);
 const ON_BASE: u64 = 1_111;
@@ -522,7 +520,7 @@ fn sysvar_subscriptions_stay_on_the_base_layer_without_a_record_lookup() {
         Account::new(1_169_281, "Sysvar1111111111111111111111111111111111111", &[1; 40]),
     );
     account_note(&mut c, sub, 1_169_281, "the clock moved");
-    let record = support::solana_fake::delegation_record(clock);
+    let record = crate::support::solana_fake::delegation_record(clock);
     assert_eq!(
         m.base.count_for("getAccountInfo", &record),
         0,

@@ -10,13 +10,11 @@
 //! Against fakes: in a pool where one provider serves the method and one lacks it, Prism sends the method to
 //! the one that serves it, and a provider that refused it once is not sent it again.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::relay::{self, Ledger, Relay};
+use crate::support::{FakeProvider, Mode, Prism, Reply};
 use serde_json::{json, Value};
-use support::relay::{self, Ledger, Relay};
-use support::{FakeProvider, Mode, Prism, Reply};
 
 const SYNC: &str = "eth_sendRawTransactionSync";
 const SEND: &str = "eth_sendRawTransaction";
@@ -41,7 +39,7 @@ fn single(options: &str) -> (Ledger, Relay, Prism) {
         .network_option("probe_interval_ms", 200)
         .provider_url_with(&r.url(), options)
         .start();
-    support::wait_serving(&prism, &["p1"]);
+    crate::support::wait_serving(&prism, &["p1"]);
     (ledger, r, prism)
 }
 
@@ -162,7 +160,7 @@ fn the_method_goes_to_a_provider_that_serves_it_and_a_refusal_is_learned() {
         .limit("request_deadline_ms", 4000)
         .extra_toml("[[keys]]\nname = \"rr\"\nkey = \"rr-sync\"\nstrategy = \"round_robin\"\n")
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     let send = |n: u64| {
         let body = json!({"jsonrpc":"2.0","id":n,"method":SYNC,"params":[raw, 3000]}).to_string();
         let r = prism.rpc_with("/", body.as_bytes(), &["x-api-key: rr-sync"]);

@@ -2,11 +2,11 @@
 //! connections, `Connection: close`, every upstream fault mapped to a JSON-RPC error within the deadline,
 //! and round robin over providers.
 
-mod support;
-
+use crate::support::{
+    call, expect_http_error, expect_http_result, json, raw_field, FakeProvider, Garbage, Mode, Prism,
+};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::{call, expect_http_error, expect_http_result, json, raw_field, FakeProvider, Garbage, Mode, Prism};
 
 const WAIT: Duration = Duration::from_secs(3);
 /// request_deadline_ms used by the fault tests.
@@ -44,7 +44,7 @@ fn upstream_connections_are_kept_alive_and_reused() {
     let prism = Prism::start(&[&fake]);
     let mut c = prism.conn();
     for i in 0..20 {
-        let r = c.request(&support::http::post(
+        let r = c.request(&crate::support::http::post(
             "/",
             call(&i.to_string(), "echo", &format!("[{i}]")).as_bytes(),
         ));
@@ -73,7 +73,7 @@ fn upstream_closing_idle_connections_does_not_fail_reads() {
         expect_http_result(&r, &round.to_string());
         // The provider drops every idle pooled connection (FIN), as servers do after their keep-alive timeout.
         assert!(
-            support::wait_until(WAIT, || fake.close_idle_connections() >= 1),
+            crate::support::wait_until(WAIT, || fake.close_idle_connections() >= 1),
             "round {round}: Prism kept no idle upstream connection to drop"
         );
         assert!(
@@ -182,8 +182,8 @@ fn concurrent_requests_are_not_serialised() {
     let handles: Vec<_> = (0..16)
         .map(|i| {
             thread::spawn(move || {
-                let mut c = support::Conn::connect(addr);
-                let r = c.request(&support::http::post(
+                let mut c = crate::support::Conn::connect(addr);
+                let r = c.request(&crate::support::http::post(
                     "/",
                     call(&i.to_string(), "echo", &format!("[{i}]")).as_bytes(),
                 ));
@@ -210,7 +210,7 @@ fn assert_upstream_failure(mode: Mode) {
     fake.set_method_mode("eth_getBalance", mode.clone());
     let t = Instant::now();
     let mut c = prism.conn();
-    c.send(&support::http::post(
+    c.send(&crate::support::http::post(
         "/",
         call("\"mine\"", "eth_getBalance", BALANCE).as_bytes(),
     ))
@@ -237,7 +237,7 @@ fn assert_upstream_failure(mode: Mode) {
     // Prism serves again soon once the provider behaves (a 429 may park it for a moment).
     fake.clear_method_mode("eth_getBalance");
     let mut last = None;
-    let recovered = support::wait_until(Duration::from_secs(5), || {
+    let recovered = crate::support::wait_until(Duration::from_secs(5), || {
         let r = prism.rpc(call("2", "eth_getBalance", BALANCE).as_bytes());
         let ok = r.status == 200 && json::field(&r.body, "result").is_some();
         last = Some(r);
@@ -324,7 +324,7 @@ fn upstream_wrong_id_is_an_upstream_error() {
 #[test]
 fn upstream_connection_refused_is_an_upstream_error() {
     // A port nobody listens on.
-    let port = support::prism::free_port();
+    let port = crate::support::prism::free_port();
     let prism = Prism::builder()
         .provider_url(&format!("http://127.0.0.1:{port}"))
         .limit("request_deadline_ms", DEADLINE_MS)
@@ -345,16 +345,16 @@ fn upstream_connection_refused_is_an_upstream_error() {
 fn upstream_failure_in_a_batch_yields_one_error_per_call() {
     let fake = FakeProvider::start();
     let prism = fast_deadline(&[&fake]);
-    let body = support::batch(&[call("1", "echo", "[1]"), call("2", "echo", "[2]")]);
-    let items = support::batch_items(&prism.rpc(body.as_bytes()));
+    let body = crate::support::batch(&[call("1", "echo", "[1]"), call("2", "echo", "[2]")]);
+    let items = crate::support::batch_items(&prism.rpc(body.as_bytes()));
     assert_eq!(items.len(), 2);
-    support::expect_result(&items[0], "1");
-    support::expect_result(&items[1], "2");
+    crate::support::expect_result(&items[0], "1");
+    crate::support::expect_result(&items[1], "2");
     fake.set_mode(Mode::Status(500));
-    let items = support::batch_items(&prism.rpc(body.as_bytes()));
+    let items = crate::support::batch_items(&prism.rpc(body.as_bytes()));
     assert_eq!(items.len(), 2, "a failing upstream still yields one answer per call");
-    support::expect_error(&items[0], -32603);
-    support::expect_error(&items[1], -32603);
+    crate::support::expect_error(&items[0], -32603);
+    crate::support::expect_error(&items[1], -32603);
     assert_eq!(raw_field(&items[0], "id"), b"1");
     assert_eq!(raw_field(&items[1], "id"), b"2");
 }

@@ -9,13 +9,11 @@
 //! outvoted lose standing), a provider that lacks the block (no vote, replaced), one down (an error, or the
 //! answer unverified when the key says so). Writes cannot be verified (`prism check` refuses the key).
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::relay::{self, Ledger, Relay};
+use crate::support::{FakeProvider, Mode, Prism, Reply};
 use serde_json::{json, Value};
-use support::relay::{self, Ledger, Relay};
-use support::{FakeProvider, Mode, Prism, Reply};
 
 const KEY: &str = "verify-key";
 const PLAIN: &str = "plain-key";
@@ -53,7 +51,7 @@ fn a_lagging_relay_of_a_real_node_agrees_at_the_pinned_block() {
     let (r1, r2) = (Relay::start("r1", node, &ledger), Relay::start("r2", node, &ledger));
     r2.set_lag(3);
     // ganache mines a block a second: wait until the lag is real.
-    assert!(support::wait_until(Duration::from_secs(20), || node.head() >= 5));
+    assert!(crate::support::wait_until(Duration::from_secs(20), || node.head() >= 5));
     let prism = Prism::builder()
         .network_option("probe_interval_ms", 100)
         .network_option("max_drift_blocks", 10)
@@ -63,12 +61,14 @@ fn a_lagging_relay_of_a_real_node_agrees_at_the_pinned_block() {
             r#"{ methods = ["eth_getBlockByNumber", "eth_getBalance"], quorum = 2 }"#,
         ))
         .start();
-    support::wait_serving(&prism, &["p1", "p2"]);
+    crate::support::wait_serving(&prism, &["p1", "p2"]);
     // Unpinned, the two relays answer different blocks for "latest".
     let at = |r: &Relay| -> Value {
-        let mut c = support::Conn::connect(r.addr());
+        let mut c = crate::support::Conn::connect(r.addr());
         let body = json!({"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest", false]});
-        c.request(&support::http::post("/", body.to_string().as_bytes())).json()["result"]["number"].clone()
+        c.request(&crate::support::http::post("/", body.to_string().as_bytes()))
+            .json()["result"]["number"]
+            .clone()
     };
     assert_ne!(at(&r1), at(&r2), "the relays disagree on latest");
     for _ in 0..5 {
@@ -112,9 +112,9 @@ fn start_with(fakes: &[FakeProvider], options: &[&str], verify: &str) -> Prism {
         .start();
     let names: Vec<String> = (1..=fakes.len()).map(|i| format!("p{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    support::wait_serving(&prism, &names);
+    crate::support::wait_serving(&prism, &names);
     // A verified read needs every provider's head (it pins the block to the lowest).
-    let heads = support::wait_until(Duration::from_secs(10), || {
+    let heads = crate::support::wait_until(Duration::from_secs(10), || {
         names
             .iter()
             .zip(fakes)
@@ -237,14 +237,14 @@ fn writes_and_unpinnable_reads_cannot_be_verified() {
         ),
         (r#"["eth_gasPrice"]"#, "keys[0].verify.methods[0]"),
     ] {
-        let dir = support::prism::Scratch::new();
+        let dir = crate::support::prism::Scratch::new();
         let cfg = dir.file(
             "prism.toml",
             &format!(
                 "[server]\nlisten = \"127.0.0.1:1\"\n\n[[networks]]\nname = \"n\"\nkind = \"evm\"\n\n  [[networks.providers]]\n  name = \"p\"\n  url = \"http://127.0.0.1:2\"\n\n[[keys]]\nname = \"k\"\nkey = \"s\"\nverify = {{ methods = {methods} }}\n"
             ),
         );
-        let out = support::prism::run_cli(
+        let out = crate::support::prism::run_cli(
             &["check", "--config", cfg.to_str().unwrap()],
             &[],
             Duration::from_secs(20),

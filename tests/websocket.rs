@@ -11,9 +11,7 @@
 //!
 //! Every wait is a deadline with polling; nothing sleeps blindly to let something happen.
 
-mod support;
-#[path = "support/ws_fake.rs"]
-mod ws_fake;
+use crate::support::ws_fake;
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -21,9 +19,9 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::wait_until as eventually;
+use crate::support::{tcp_socket_exists, wait_serving, Prism, PrismBuilder};
 use serde_json::{json, Value};
-use support::wait_until as eventually;
-use support::{tcp_socket_exists, wait_serving, Prism, PrismBuilder};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::handshake::HandshakeError;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -1027,8 +1025,8 @@ fn a_frozen_upstream_socket_is_detected_by_ping_and_replaced() {
 
 /// `POST /reload` on the admin listener; panics unless the new config was applied.
 fn reload(prism: &Prism) {
-    let mut conn = support::Conn::connect(prism.admin_addr());
-    let r = conn.request(&support::http::bodyless(
+    let mut conn = crate::support::Conn::connect(prism.admin_addr());
+    let r = conn.request(&crate::support::http::bodyless(
         "POST",
         "/reload",
         &["Content-Length: 0", "Connection: close"],

@@ -28,11 +28,13 @@ pub mod json;
 pub mod logs_fake;
 pub mod prism;
 pub mod real_er;
+pub mod redis;
 pub mod relay;
 pub mod replay;
 pub mod solana_fake;
 pub mod tls;
 pub mod tools;
+pub mod ws_fake;
 pub mod wsfeed;
 
 pub use fake::{Call, FakeProvider, Garbage, Mode, Reply, BACKGROUND_METHODS};

@@ -542,6 +542,7 @@ impl Prism {
 
     /// Sends a signal (libc::SIGTERM, SIGINT ...).
     pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of this process.
         let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
         assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
     }

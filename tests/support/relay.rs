@@ -117,6 +117,8 @@ fn start_node() -> EvmNode {
                 .stdin(Stdio::null())
                 .stdout(out.try_clone().unwrap())
                 .stderr(out);
+            // SAFETY: the hook runs in the forked child before exec and only calls prctl, which is
+            // async-signal-safe; it touches no memory of the parent.
             unsafe {
                 cmd.pre_exec(|| {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

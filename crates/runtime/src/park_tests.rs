@@ -6,6 +6,10 @@
 //! Change 12 keeps a shard from parking with a woken task still queued when a preemption was pending.
 //! Change 18 keeps one clock reading per loop turn; the last four tests are what would catch a reading
 //! kept past a sleep or a spin, or a task-queue run accounted without reading its end.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the test's own threads (a waker, a scripted server), not a shard"
+)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

@@ -1,6 +1,10 @@
 //! The pool's reuse rules and its connection cap, against a scripted HTTP/1.1 server on loopback. The
 //! server counts the connections it accepts and logs every request with the connection it came on, so
 //! reuse is observed from the outside, not inferred from the pool's own state.
+#![allow(
+    clippy::disallowed_types,
+    reason = "the test's own threads (a waker, a scripted server), not a shard"
+)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
