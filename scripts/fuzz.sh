@@ -30,8 +30,8 @@ status=0
 summary=()
 mkdir -p "$ROOT/fuzz/target" # on a fresh clone nothing has built there yet: the build logs go in it
 for t in "${TARGETS[@]}"; do
-    if [ "$t" = solana_tx ] && [ ! -f src/solana/tx.rs ]; then
-        summary+=("$t: skipped (src/solana/tx.rs not there yet)")
+    if [ "$t" = solana_tx ] && [ ! -f crates/solana/src/tx.rs ]; then
+        summary+=("$t: skipped (crates/solana/src/tx.rs not there yet)")
         continue
     fi
     echo "== $t: building" >&2

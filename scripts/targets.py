@@ -49,8 +49,13 @@ def without_tests(lines):
     return lines
 
 
+LINT_ATTRIBUTE = re.compile(r"^#!?\[(allow|expect|warn|deny)\(.*\)\]$")
+
+
 def code_lines(lines):
-    return sum(1 for l in lines if l.strip() and not l.strip().startswith("//"))
+    """Lines of code: not blank, not a comment, not a one-line lint attribute (the lint wall asks for those:
+    an `#[expect(clippy::too_many_lines)]` on a listed function should not make its file grow)."""
+    return sum(1 for l in lines if l.strip() and not l.strip().startswith("//") and not LINT_ATTRIBUTE.match(l.strip()))
 
 
 def block_end(lines, start, indent):

@@ -90,10 +90,8 @@ fn serve_conn(stream: TcpStream, behaviour: Behaviour, epoch: Instant, served: &
             }
             _ => {
                 if let Behaviour::Slow(d) = behaviour {
-                    #[allow(
-                        clippy::disallowed_methods,
-                        reason = "the demo's fake provider thread, slow on purpose"
-                    )]
+                    // Not a shard: the demo's fake provider thread, slow on purpose.
+                    #[allow(clippy::disallowed_methods, reason = "not a shard thread")]
                     std::thread::sleep(d);
                 }
                 let head = match behaviour {

@@ -2,7 +2,7 @@
 //! `limits.record_resubscribe_per_sec`, not in one burst, and an account touched meanwhile is read and
 //! followed at once.
 //!
-//! `PRISM_RESUBSCRIBE_N=10000 cargo test --test solana_resubscribe -- --nocapture` prints the figure for
+//! `PRISM_RESUBSCRIBE_N=10000 cargo test --test suite solana_resubscribe:: -- --nocapture` prints the figure for
 //! another number of tracked accounts (default 1000).
 
 use std::time::{Duration, Instant};

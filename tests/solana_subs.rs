@@ -1,4 +1,4 @@
-//! Solana subscriptions at scale through the real binary (`src/solana/subs.rs`): every client's
+//! Solana subscriptions at scale through the real binary (`crates/solana/src/subs.rs`): every client's
 //! subscriptions share a few upstream sockets per side (at most `limits.solana_subscriptions_per_socket`
 //! each), identical ones share one upstream subscription with each client keeping its own id, a lost socket
 //! is replayed and what changed while it was down is delivered once, and a notification never overtakes

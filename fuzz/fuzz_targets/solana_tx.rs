@@ -1,4 +1,4 @@
-//! The Solana transaction parser (src/solana/tx.rs) on arbitrary bytes:
+//! The Solana transaction parser (crates/solana/src/tx.rs) on arbitrary bytes:
 //! - `Transaction::parse` never panics, and whatever it accepts serializes back to exactly the input (the
 //!   wire format is canonical: shortvec lengths, no trailing bytes), so nothing was skipped or invented;
 //!   the accessors (`signature`, `is_static_writable`, `accounts`) never panic on a parsed transaction;

@@ -81,10 +81,7 @@ type Ready = Result<(), AppError>;
 /// Runs Prism until `shutdown` triggers and in-flight requests drain. Returns once every shard has stopped.
 /// `on_ready` runs once every shard listens, with the read-only view the admin endpoints use. With
 /// `config_path`, SIGHUP and the admin `POST /reload` re-read that file (see `app::reload`).
-#[expect(
-    clippy::too_many_lines,
-    reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-)]
+#[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
 pub fn serve(
     config: Config,
     config_path: Option<std::path::PathBuf>,
@@ -283,10 +280,8 @@ fn wait_for_chain_checks(lives: &[Arc<NetworkLive>], max: Duration) {
         if !pending {
             return;
         }
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "the main thread, before serving: no shard runs here"
-        )]
+        // Not a shard: the main thread, before serving: no shard runs here.
+        #[allow(clippy::disallowed_methods, reason = "not a shard thread")]
         std::thread::sleep(Duration::from_millis(5));
     }
     tracing::warn!("some networks have no provider with a verified chain id yet; serving anyway");
@@ -466,10 +461,7 @@ fn build_shard(id: ShardId, shutdown: Shutdown, open_global: Arc<AtomicUsize>, s
 /// One shard's view of a config generation. With `previous`, what a reload must not lose is carried over:
 /// each unchanged provider's `Upstream` (its pool, connections and in-flight counts), the caches, in-flight
 /// reads and blame memory, and a solana-magic network's whole routes (their delegation tables and links).
-#[expect(
-    clippy::too_many_lines,
-    reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-)]
+#[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
 fn build_gen(
     world: &World,
     previous: Option<&Gen>,

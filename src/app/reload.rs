@@ -143,10 +143,8 @@ impl Reloader {
                     APPLY_WAIT.as_secs()
                 ));
             }
-            #[allow(
-                clippy::disallowed_methods,
-                reason = "the reload thread, waiting for the shards to switch"
-            )]
+            // Not a shard: the reload thread, waiting for the shards to switch.
+            #[allow(clippy::disallowed_methods, reason = "not a shard thread")]
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(started.elapsed())

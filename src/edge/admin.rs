@@ -226,10 +226,8 @@ async fn reload(view: &AdminView) -> (u16, &'static str, Vec<u8>) {
             b"no config file to reload (this node was not started with `prism serve --config`)\n".to_vec(),
         );
     };
-    #[allow(
-        clippy::disallowed_types,
-        reason = "taken once by the reload thread, then polled without blocking"
-    )]
+    // Not a shard: taken once by the reload thread, then polled without blocking.
+    #[allow(clippy::disallowed_types, reason = "not a shard thread")]
     let slot: Arc<std::sync::Mutex<Option<ReloadOutcome>>> = Default::default();
     let result = slot.clone();
     let started = std::thread::Builder::new().name("prism-reload".into()).spawn(move || {

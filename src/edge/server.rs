@@ -378,10 +378,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Answers one request. Returns false when the connection must close.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-    )]
+    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
         let origin = head.origin.as_deref();
         self.out.clear();

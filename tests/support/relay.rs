@@ -34,7 +34,10 @@ use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};
 
 /// ganache's deterministic accounts (mnemonic "myth like bonus scare over problem client lizard pioneer
-/// submit female collect"), unlocked on the node, 1000 ETH each.
+/// submit female collect"), unlocked on the node, 1000 ETH each. The suite's files share one node, so each
+/// account that sends has one user: 0 and 3 lost_answer.mjs, 1 and 2 flow.mjs / flow.py, 4, 5, 6, 8 and 9
+/// sync_submit.rs's presigned nonce-0 transfers (tests/evm/presigned.json), 7 logs.mjs (real_clients.rs).
+/// chaos.rs (5, 6) is a binary of its own, with its own node.
 pub const DEV_ACCOUNTS: &[&str] = &[
     "0x90f8bf6a479f320ead074411a4b0e7944ea8c9c1",
     "0xffcf8fdee72ac11b5c542428b35eef5769c409f0",

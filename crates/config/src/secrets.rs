@@ -140,10 +140,7 @@ impl ProviderAuth {
     }
 
     /// Checks names and values and reads the files: `at` is the provider's field path.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-    )]
+    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     pub(crate) fn resolve(&mut self, at: &str, reader: &mut SecretReader<'_>) -> Result<(), ConfigError> {
         let mut lines: Vec<(String, Secret)> = Vec::new();
         for (name, value) in &self.headers {

@@ -224,10 +224,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         })
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-    )]
+    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     async fn attempt_all(mut self, body: &[u8], id: u64, tally: &Tally) -> CallOutcome {
         let route = self.route;
         let max = self.max_attempts();
@@ -640,10 +637,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     /// What a judged exchange with provider `p` means for this call: blame memory settles an error no rule
     /// knows, the class decides whether it is the answer, another provider's turn, or a failure.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-    )]
+    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
         let route = self.route;
         let name = || route.upstreams[p].name.clone();

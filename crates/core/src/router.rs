@@ -79,10 +79,7 @@ const TIE: f64 = 0.02;
 /// Picks a provider. `rotation` and `dice` (0..1) come from the shard, and so does `pressure` (its calls in
 /// flight, `core::inflight`), so this stays a pure function.
 #[allow(clippy::too_many_arguments)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-)]
+#[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
 pub fn choose(
     statics: &[ProviderStatic],
     live: &NetworkLive,

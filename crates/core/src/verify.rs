@@ -74,10 +74,7 @@ impl Vote {
 }
 
 /// Answers a verified read (see the module doc).
-#[expect(
-    clippy::too_many_lines,
-    reason = "over the 100-line target: listed in scripts/targets.allow until it is split"
-)]
+#[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
 pub async fn verified(
     route: &NetworkRoute,
     call: &Call<'_>,
