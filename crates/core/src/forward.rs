@@ -34,17 +34,17 @@ use prism_wire::rpc::{Call, ProviderId};
 use super::availability;
 use super::blame::{Blame, BlameKey};
 use super::cache::named_block;
+use super::call_ctx::CallCtx;
 use super::classify::Class;
 use super::exchange::{Exchange, Live};
 use super::finality::{self, TagCheck};
 use super::inflight::Pressure;
 use super::judge::{error_retry_on, judge, Failure, Judged};
-use super::marks::MarkKey;
 use super::route::NetworkRoute;
 use super::router::{choose, Ask, Choice};
 use super::state::HeadVerdict;
 use super::txhash::raw_tx_hash;
-use prism_wire::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodInfo};
+use prism_wire::rpc::methods::{BlockRef, HeadHint, Kind, MethodInfo};
 
 pub use super::outcome::{CallOutcome, Caller, How, ProxyError, Source, TxRef, WRITE_OUTCOME_UNKNOWN};
 pub use prism_wire::rpc::wire::{write_json_str, write_upstream_call};
@@ -59,32 +59,18 @@ pub async fn forward_as(
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
-    let block = block_ref(&info, call.params);
-    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
+    forward_with(&Live, route, &CallCtx::new(route, call, info, caller, deadline, ids)).await
 }
 
-/// [`forward_as`] over any [`Exchange`] (`Live`, or the unit tests' scripted one), for a caller that has
-/// already read the call's block parameter (`block_ref(&info, params)`: `core::pipeline` reads it for the
-/// cache and dedupe, so the params are not scanned for it twice).
-#[allow(clippy::too_many_arguments)]
-pub async fn forward_with<E: Exchange>(
-    ex: &E,
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    block: BlockRef,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    let id = ids.get();
-    ids.set(id.wrapping_add(1));
+/// [`forward_as`] over any [`Exchange`] (`Live`, or the unit tests' scripted one), for a call whose facts
+/// are already worked out (`core::pipeline` did, for the cache and dedupe).
+pub async fn forward_with<E: Exchange>(ex: &E, route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
+    let call = cx.call;
+    let id = cx.next_id();
     let mut body = route.bodies.take_empty();
     body.reserve(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
-    let outcome = Attempts::new(ex, route, call, info, block, caller, deadline)
-        .run(&body, id)
-        .await;
+    let outcome = Attempts::new(ex, route, cx).run(&body, id).await;
     route.bodies.give(body);
     outcome
 }
@@ -108,10 +94,8 @@ struct Exchanged {
 struct Attempts<'r, 'c, E> {
     ex: &'r E,
     route: &'r NetworkRoute,
-    call: &'r Call<'c>,
-    info: MethodInfo,
-    caller: &'r Caller,
-    deadline: Instant,
+    /// The call, its block, head, tag and mark key (`core::call_ctx`).
+    cx: &'r CallCtx<'r, 'c>,
     write: bool,
     never_retry: bool,
     /// The least height this call may answer: the client's high-water mark when the call arrived (for a
@@ -121,30 +105,17 @@ struct Attempts<'r, 'c, E> {
     /// What `eth_blockNumber` answers when every provider is below `mark`: the highest of the client's mark
     /// and the head this node's providers showed lately (both heights the chain has reached).
     synthesized: u64,
-    mark_key: MarkKey,
-    latest: bool,
-    /// A `safe` / `finalized` read (`core::finality`).
-    tag: Option<Finality>,
     ask: Ask,
     /// The plausible head the last answer revealed (set by `check_head`, read by `finish`: scanned once).
     head: Cell<Option<u64>>,
 }
 
 impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
-    fn new(
-        ex: &'r E,
-        route: &'r NetworkRoute,
-        call: &'r Call<'c>,
-        info: MethodInfo,
-        block: BlockRef,
-        caller: &'r Caller,
-        deadline: Instant,
-    ) -> Self {
+    fn new(ex: &'r E, route: &'r NetworkRoute, cx: &'r CallCtx<'r, 'c>) -> Self {
+        let (call, info, block, caller) = (cx.call, cx.info, cx.block, cx.caller);
+        let (latest, tag) = (cx.latest, cx.tag);
         let write = info.kind.sent_once();
-        let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
-        let tag = finality::tag_of(block).filter(|_| !route.solana);
-        let mark_key = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
-        let own = route.live.marks.get(mark_key);
+        let own = route.live.marks.get(cx.mark_key);
         let tolerance = route.live.hwm_tolerance;
         // A `latest` read is also held to what this node's providers have shown lately (less the tolerance):
         // the caller's mark reaches other nodes only through Redis, and it may have been answered that
@@ -171,17 +142,11 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         Attempts {
             ex,
             route,
-            call,
-            info,
-            caller,
-            deadline,
+            cx,
             write,
             never_retry,
             mark,
             synthesized: own.max(held),
-            mark_key,
-            latest,
-            tag,
             head: Cell::new(None),
             ask: Ask {
                 family: info.family,
@@ -200,10 +165,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     /// What the client can poll if this write's answer is lost.
     fn tx_ref(&self) -> TxRef {
-        if self.info.kind == Kind::Unknown {
+        if self.cx.info.kind == Kind::Unknown {
             return TxRef::Method;
         }
-        raw_tx_hash(self.call.params).map_or(TxRef::Unknown, TxRef::Hash)
+        raw_tx_hash(self.cx.call.params).map_or(TxRef::Unknown, TxRef::Hash)
     }
 
     fn max_attempts(&self) -> u32 {
@@ -226,7 +191,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     async fn attempt_all(mut self, body: &[u8], id: u64, tally: &Tally) -> CallOutcome {
-        let route = self.route;
+        let (cx, route) = (self.cx, self.route);
         let max = self.max_attempts();
         let mut attempt = 0u32;
         let mut last: Option<CallOutcome> = None;
@@ -238,11 +203,11 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         loop {
             let now = self.ex.now_ms();
             let dice = fastrand::f64();
-            let choice = if self.info.kind == Kind::Filter {
+            let choice = if cx.info.kind == Kind::Filter {
                 filter_home(route, &self.ask, now)
             } else {
                 let mut pressure = route.pressure.borrow_mut();
-                self.ask.stalled = route.pressure(self.info.family, now, &mut pressure);
+                self.ask.stalled = route.pressure(cx.info.family, now, &mut pressure);
                 choose(
                     &route.statics,
                     &route.live,
@@ -250,7 +215,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     &self.ask,
                     &pressure,
                     now,
-                    route.next_rotation_for(self.caller.strategy),
+                    route.next_rotation_for(cx.caller.strategy),
                     dice,
                 )
             };
@@ -270,7 +235,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             };
             self.ask.exclude |= i.bit();
             // Its fair share of this provider's quota spent: not sent there; another provider may take it.
-            if let Err(over) = route.admit(i, &self.call.method, self.caller.key) {
+            if let Err(over) = route.admit(i, &cx.call.method, cx.caller.key) {
                 last = Some(CallOutcome::Failed(ProxyError::OverShare {
                     provider: route.upstreams[i].name.clone(),
                     retry_after_ms: over.retry_after_ms,
@@ -281,9 +246,9 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             tally.made.set(tally.made.get() + 1);
             let attempts_left = max.saturating_sub(attempt) + 1;
             let started = self.ex.now();
-            let remaining = self.deadline.saturating_duration_since(started);
+            let remaining = cx.deadline.saturating_duration_since(started);
             let attempt_deadline = if self.write || attempts_left <= 1 {
-                self.deadline
+                cx.deadline
             } else {
                 started + remaining / attempts_left
             };
@@ -306,7 +271,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     code: -32603,
                     message: e.to_string(),
                 }));
-                if attempt < max && self.ex.now() < self.deadline {
+                if attempt < max && self.ex.now() < cx.deadline {
                     continue;
                 }
                 return last.unwrap();
@@ -324,12 +289,12 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             // answer's head.
             if class != Class::Unknown {
                 let reason = reason.or((class == Class::ProviderFailure).then_some(Reason::BadHead));
-                route.note_outcome(i, self.info.family, class, reason, latency_us, Origin::Client, done_ms);
+                route.note_outcome(i, cx.info.family, class, reason, latency_us, Origin::Client, done_ms);
             }
             if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
-                upstream.observe_latency(self.info.family, latency_us, done_ms);
+                upstream.observe_latency(cx.info.family, latency_us, done_ms);
             }
-            let more = attempt < max && done < self.deadline;
+            let more = attempt < max && done < cx.deadline;
             if let Some(d) = dispute.take() {
                 // This answer was the second opinion on `d`.
                 if let Some(answer) = self.second_opinion(d, i, &verdict, latency_us) {
@@ -364,7 +329,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     };
                     // Filters live on one provider: nobody else can say anything about them. A write is
                     // never asked twice (the classifier gives writes no unknown errors; this is the backstop).
-                    if !more || self.write || self.info.kind == Kind::Filter {
+                    if !more || self.write || cx.info.kind == Kind::Filter {
                         return self.undisputed(d, Settled::Alone);
                     }
                     route.blame.begin(key, self.ex.now_ms());
@@ -408,7 +373,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     }
                     backoffs += 1;
                     let delay = backoff(&route.retry, backoffs);
-                    if self.ex.now() + delay >= self.deadline {
+                    if self.ex.now() + delay >= cx.deadline {
                         return last.unwrap();
                     }
                     if !delay.is_zero() {
@@ -437,7 +402,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             // The second provider's unknown error is not asked of a third: nobody's.
             route.note_outcome(
                 j,
-                self.info.family,
+                self.cx.info.family,
                 Class::UserError,
                 None,
                 latency_us,
@@ -455,7 +420,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let reason = blamed.then_some(Reason::RpcError);
         route.note_outcome(
             d.provider,
-            self.info.family,
+            self.cx.info.family,
             first,
             reason,
             d.latency_us,
@@ -465,7 +430,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         route.blame.settle(d.key, blame, now);
         route.recorder.metrics().settled(how);
         if blamed {
-            tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
+            tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.cx.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
             None
         } else {
             Some(d.answer)
@@ -477,7 +442,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let now = self.ex.now_ms();
         self.route.note_outcome(
             d.provider,
-            self.info.family,
+            self.cx.info.family,
             Class::UserError,
             None,
             d.latency_us,
@@ -495,7 +460,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             &self.route.live,
             &self.route.live.health.load(),
             &Ask {
-                exclude: !self.caller.providers,
+                exclude: !self.cx.caller.providers,
                 ..self.ask
             },
             &Pressure::NONE,
@@ -534,7 +499,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             result,
             hedge,
         };
-        let family = self.info.family;
+        let family = self.cx.info.family;
         let _guard = route.upstreams[i].in_flight(family, now_ms);
         // Pinned once, so every path awaits the same slot of this future's state (moving it into a pin
         // later gave it two), and the hedge is boxed: it is rare, and inline it would add a whole post's
@@ -557,7 +522,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let Some(j) = self
             .hedge_target(i)
             .filter(|_| route.hedge_budget.spend(late.degraded))
-            .filter(|&j| route.admit(j, &self.call.method, self.caller.key).is_ok())
+            .filter(|&j| route.admit(j, &self.cx.call.method, self.cx.caller.key).is_ok())
         else {
             return done(i, started, primary.await, None);
         };
@@ -580,7 +545,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             // The loser was late by at least this much: routing hears of it now (its recent latency), so
             // the next reads avoid it rather than each wait for a hedge.
             let late_us = self.ex.now().saturating_duration_since(started).as_micros() as u64;
-            route.upstreams[i].observe_latency(self.info.family, late_us, self.ex.now_ms());
+            route.upstreams[i].observe_latency(self.cx.info.family, late_us, self.ex.now_ms());
             done(j, hedge_started, result, Some(j))
         } else {
             done(i, started, result, Some(j))
@@ -590,7 +555,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// How long `i`'s answer may take before this call is hedged; `None` when it is not hedged at all.
     fn hedge_delay(&self, i: ProviderId) -> Option<super::hedge::Lateness> {
         let hedging = &self.route.hedge;
-        if self.write || self.never_retry || self.info.kind != Kind::Read || !hedging.covers(self.info.family) {
+        if self.write || self.never_retry || self.cx.info.kind != Kind::Read || !hedging.covers(self.cx.info.family) {
             return None;
         }
         // No provider of another operator that this call may still use: a hedge has nowhere to go, so the
@@ -599,7 +564,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         if ProviderId::all(self.route.upstreams.len()).all(|p| p.is_in(out)) {
             return None;
         }
-        hedging.delay(&self.route.live.health.load(), i, self.info.family)
+        hedging.delay(&self.route.live.health.load(), i, self.cx.info.family)
     }
 
     /// Providers a hedge of an attempt at `i` may not go to: those tried already, and `i`'s operator's.
@@ -615,7 +580,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
         let mut pressure = route.pressure.borrow_mut();
-        ask.stalled = route.pressure(self.info.family, now, &mut pressure);
+        ask.stalled = route.pressure(self.cx.info.family, now, &mut pressure);
         match choose(
             &route.statics,
             &route.live,
@@ -632,7 +597,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     }
 
     fn light(&self) -> bool {
-        self.info.family == prism_wire::rpc::methods::Family::Light
+        self.cx.info.family == prism_wire::rpc::methods::Family::Light
     }
 
     /// What a judged exchange with provider `p` means for this call: blame memory settles an error no rule
@@ -647,7 +612,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             || self.ex.now_ms(),
             &route.name,
             &route.upstreams[p].name,
-            &self.call.method,
+            &self.cx.call.method,
         );
         let sent = judged.maybe_sent();
         let retry_class = judged.retry_on();
@@ -662,7 +627,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 let mut class = class;
                 let mut key = None;
                 if class == Class::Unknown {
-                    let k = BlameKey::of(&self.call.method, &body[value.clone()]);
+                    let k = BlameKey::of(&self.cx.call.method, &body[value.clone()]);
                     let (settled, how) = match route.blame.recall(k, self.ex.now_ms()) {
                         None => (Class::Unknown, None),
                         Some(Blame::Client) => (Class::UserError, Some(Settled::RememberedClient)),
@@ -749,7 +714,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
-            if let Some(block) = named_block(&self.call.method, &body[value.clone()]) {
+            if let Some(block) = named_block(&self.cx.call.method, &body[value.clone()]) {
                 let dropped = cache.observe(block, false);
                 if dropped > 0 {
                     tracing::warn!(network = %self.route.name, height = block.number, dropped, "reorg: an answer names another block than the cache's; cached answers that depended on the replaced blocks dropped");
@@ -758,7 +723,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         }
         // `check_head` already observed the head and let only a plausible one through.
         if let (false, Some(h)) = (is_error, self.head.get()) {
-            self.route.live.marks.raise(self.mark_key, h);
+            self.route.live.marks.raise(self.cx.mark_key, h);
         }
         CallOutcome::Answer {
             body,
@@ -780,10 +745,10 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// head this node's providers showed lately, if higher) is a height the chain has reached, and answering
     /// it keeps the client's view monotonic. The client's mark rises to it.
     fn synthesized_head(&self) -> Option<CallOutcome> {
-        if self.info.head != HeadHint::ResultIsHead || self.synthesized == 0 {
+        if self.cx.info.head != HeadHint::ResultIsHead || self.synthesized == 0 {
             return None;
         }
-        self.route.live.marks.raise(self.mark_key, self.synthesized);
+        self.route.live.marks.raise(self.cx.mark_key, self.synthesized);
         Some(CallOutcome::result(
             format!("\"0x{:x}\"", self.synthesized).into_bytes(),
         ))
@@ -796,7 +761,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
     /// above any block the pool believes exists it is never answered; otherwise it raises the provider's tag
     /// and, in `finish`, the caller's mark for the tag.
     fn check_tag(&self, i: ProviderId, body: Vec<u8>, value: Range<usize>) -> Verdict {
-        let (Some(t), live) = (self.tag, &self.route.live) else {
+        let (Some(t), live) = (self.cx.tag, &self.route.live) else {
             return Verdict::Answer {
                 body,
                 value,
@@ -809,7 +774,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         } else {
             best.saturating_add(live.rule.margin())
         };
-        let shown = revealed_head(&self.info, true, &body[value.clone()]);
+        let shown = revealed_head(&self.cx.info, true, &body[value.clone()]);
         match shown.map(|n| (n, finality::check_answer(n, self.mark, ceiling))) {
             Some((n, TagCheck::Lagging)) => {
                 live.slot(i).tags.lower(t, n);
@@ -895,7 +860,7 @@ impl Verdict {
                 body,
                 value,
                 is_error: false,
-            } if a.latest => match revealed_head(&a.info, a.latest, &body[value.clone()])
+            } if a.cx.latest => match revealed_head(&a.cx.info, a.cx.latest, &body[value.clone()])
                 .map(|h| (h, a.route.live.observe_head_at(i, h, now_ms)))
             {
                 Some((_, HeadVerdict::Malformed)) => Verdict::Failed {
@@ -937,7 +902,7 @@ impl Verdict {
                 body,
                 value,
                 is_error: false,
-            } if a.tag.is_some() => a.check_tag(i, body, value),
+            } if a.cx.tag.is_some() => a.check_tag(i, body, value),
             v => v,
         }
     }

@@ -16,7 +16,7 @@ use prism_config::{BreakerPolicy, Endpoint, RetryPolicy};
 use prism_telemetry::metrics::ShardMetrics;
 use prism_telemetry::recorder::Recorder;
 use prism_transport::{PoolSettings, UpstreamPool, UpstreamResponse};
-use prism_wire::rpc::methods::{lookup, Family};
+use prism_wire::rpc::methods::{lookup, Family, Finality};
 
 /// What the next provider called does.
 enum Reply {
@@ -199,16 +199,9 @@ fn run(route: &NetworkRoute, script: &Script, method: &str, params: &str, within
     };
     let ids = Cell::new(1);
     let deadline = script.now() + within;
-    futures_lite::future::block_on(forward_with(
-        script,
-        route,
-        &call,
-        lookup(method),
-        block_ref(&lookup(method), call.params),
-        &Caller::default(),
-        deadline,
-        &ids,
-    ))
+    let caller = Caller::default();
+    let cx = CallCtx::new(route, &call, lookup(method), &caller, deadline, &ids);
+    futures_lite::future::block_on(forward_with(script, route, &cx))
 }
 
 fn result_of(out: &CallOutcome) -> Option<&[u8]> {

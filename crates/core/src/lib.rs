@@ -5,6 +5,7 @@ pub mod availability;
 pub mod blame;
 pub mod breaker;
 pub mod cache;
+pub mod call_ctx;
 pub mod canon;
 pub mod chain;
 pub mod classify;

@@ -6,14 +6,14 @@ use std::cell::Cell;
 use std::time::Instant;
 
 use prism_telemetry::metrics::Reuse;
-use prism_wire::rpc::methods::{block_ref, BlockRef, Finality, HeadHint, Kind, MethodInfo};
+use prism_wire::rpc::methods::{Finality, Kind};
 use prism_wire::rpc::Call;
 
 use super::cache::{answer_cacheable, request_pin, Anchor, Proof};
+use super::call_ctx::CallCtx;
 use super::canon::canonical_key;
 use super::dedupe::Role;
 use super::exchange::Live;
-use super::finality::tag_of;
 use super::forward::{forward_with, revealed_head};
 use super::marks::MarkKey;
 use super::outcome::{CallOutcome, Caller, ProxyError, Source};
@@ -53,50 +53,35 @@ pub async fn forward(
         }
         _ => {}
     }
-    // The block parameter is read once here for the cache, dedupe and the retry loop.
-    let block = block_ref(&info, call.params);
+    // The call's block, head, tag and mark are worked out once here for the cache, dedupe and the retry loop.
+    let cx = CallCtx::new(route, call, info, caller, deadline, ids);
     if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
         if let Some(key) = canonical_key(&call.method, &info, call.params) {
-            return reuse_or_forward(route, call, (info, block), caller, deadline, ids, key).await;
+            return reuse_or_forward(route, &cx, key).await;
         }
     }
-    send(route, call, (info, block), caller, deadline, ids).await
+    send(route, &cx).await
 }
 
 /// The retry loop, or for `eth_getLogs` `core::logs` (split to fit providers' limits, through the same loop).
-async fn send(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    (info, block): (MethodInfo, BlockRef),
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    if call.method == "eth_getLogs" {
-        return super::logs::get_logs(route, call, info, caller, deadline, ids).await;
+async fn send(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
+    if cx.call.method == "eth_getLogs" {
+        return super::logs::get_logs(route, cx.call, cx.info, cx.caller, cx.deadline, cx.ids).await;
     }
-    forward_with(&Live, route, call, info, block, caller, deadline, ids).await
+    forward_with(&Live, route, cx).await
 }
 
 /// A read: answered from the cache when its answer can never change, joined to an identical read already
 /// in flight, or sent upstream as the leader of any that arrive meanwhile.
-async fn reuse_or_forward(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    asked: (MethodInfo, BlockRef),
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-    key: Vec<u8>,
-) -> CallOutcome {
+async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u8>) -> CallOutcome {
     let metrics = route.recorder.metrics();
-    let (info, block) = asked;
+    let (call, info, block, caller) = (cx.call, &cx.info, cx.block, cx.caller);
     let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
     let finalized = route.live.tags.agreed(Finality::Finalized);
     let pin = route.cache.as_ref().and_then(|_| {
         request_pin(
             &call.method,
-            &info,
+            info,
             block,
             call.params,
             head,
@@ -139,7 +124,7 @@ async fn reuse_or_forward(
         }
     };
     let Some(inflight) = &route.inflight else {
-        let outcome = send(route, call, asked, caller, deadline, ids).await;
+        let outcome = send(route, cx).await;
         store(&outcome, key);
         return outcome;
     };
@@ -150,8 +135,7 @@ async fn reuse_or_forward(
     } else {
         (key, None)
     };
-    let tag = tag_of(block);
-    if info.head == HeadHint::ResultIsHead || block == BlockRef::Latest || tag.is_some() {
+    if cx.latest || cx.tag.is_some() {
         match caller.mark {
             MarkKey::Key(k) => join_key.extend_from_slice(&(k as u64).to_le_bytes()),
             MarkKey::Session(h) => join_key.extend_from_slice(&h.to_le_bytes()),
@@ -161,16 +145,15 @@ async fn reuse_or_forward(
     match inflight.join_or_lead(join_key) {
         Role::Follower(slot) => {
             metrics.reuse(Reuse::Joined);
-            let latest = info.head == HeadHint::ResultIsHead || block == BlockRef::Latest;
             match slot.wait().await {
                 // The mark may have risen while the shared call was in flight: a head below it is not ours.
-                Some(outcome) if !below_mark(route, &info, latest, tag, caller, &outcome) => outcome,
+                Some(outcome) if !below_mark(route, cx, &outcome) => outcome,
                 // Below the mark, or the leader's client went away before it finished: ask ourselves.
-                _ => send(route, call, asked, caller, deadline, ids).await,
+                _ => send(route, cx).await,
             }
         }
         Role::Leader(leader) => {
-            let outcome = send(route, call, asked, caller, deadline, ids).await;
+            let outcome = send(route, cx).await;
             if let Some(key) = cache_key {
                 store(&outcome, key);
             }
@@ -183,22 +166,15 @@ async fn reuse_or_forward(
 /// Whether a shared answer reveals a head below the caller's current high-water mark (for a `safe` /
 /// `finalized` read, its mark for that tag; for a `latest` read, also what this node's providers showed
 /// lately less the tolerance, as the retry loop holds it).
-fn below_mark(
-    route: &NetworkRoute,
-    info: &MethodInfo,
-    latest: bool,
-    tag: Option<Finality>,
-    caller: &Caller,
-    outcome: &CallOutcome,
-) -> bool {
-    let mark = tag.map_or(caller.mark, |t| route.live.tag_mark(caller.mark, t));
+fn below_mark(route: &NetworkRoute, cx: &CallCtx<'_, '_>, outcome: &CallOutcome) -> bool {
+    let (latest, tag) = (cx.latest, cx.tag);
     match outcome {
         CallOutcome::Answer {
             body,
             value,
             is_error: false,
             ..
-        } => revealed_head(info, latest || tag.is_some(), &body[value.clone()]).is_some_and(|h| {
+        } => revealed_head(&cx.info, latest || tag.is_some(), &body[value.clone()]).is_some_and(|h| {
             let held = match (latest, tag) {
                 (true, None) => route
                     .live
@@ -206,7 +182,7 @@ fn below_mark(
                     .saturating_sub(route.live.hwm_tolerance),
                 _ => 0,
             };
-            h < route.live.marks.get(mark).max(held)
+            h < route.live.marks.get(cx.mark_key).max(held)
         }),
         _ => false,
     }

@@ -31,6 +31,7 @@ use prism_wire::jsonscan::{elements, hex_quantity, object_field, skip_ws};
 use prism_wire::rpc::methods::{block_ref, BlockRef, Family, MethodInfo, BY_HASH};
 use prism_wire::rpc::{Call, ProviderId};
 
+use super::call_ctx::CallCtx;
 use super::classify::{classify_rpc_error_in, Class};
 use super::exchange::Live;
 use super::forward::forward_with;
@@ -145,7 +146,6 @@ pub async fn verified(
         method: call.method.clone(),
         params: params.as_deref().or(call.params),
     };
-    let block = block_ref(&info, pinned.params);
     let shown_block = pin.filter(|&n| n > 0);
 
     let one = |p: ProviderId| {
@@ -157,7 +157,7 @@ pub async fn verified(
                 verify: VerifyRule::OFF,
                 ..*caller
             };
-            let out = forward_with(&Live, route, pinned, info, block, &at, deadline, ids).await;
+            let out = forward_with(&Live, route, &CallCtx::new(route, pinned, info, &at, deadline, ids)).await;
             (p, out, started.elapsed().as_micros() as u64)
         }
     };
