@@ -32,6 +32,12 @@
 #   PASSTHROUGH=1     Prism with [cache] dedupe and cache off (default): the one repeated body is then forwarded
 #                     every time, as distinct requests are; PASSTHROUGH=0 measures with dedupe joining them
 #   SPIN_US=0         Prism's server.spin_before_park_us
+#   TLS=1             HTTPS at the edge: nginx and Prism terminate TLS with the same P-256 certificate (made here
+#                     by openssl), session resumption on in both (nginx: a shared session cache and tickets;
+#                     Prism: rustls' per-shard session cache); oha checks no certificate (--insecure). direct
+#                     and floor stay plain HTTP, so TARGETS defaults to "nginx prism prismon"
+#   NEWCONN=1         a new connection per request (oha --disable-keepalive): with TLS=1 a handshake per
+#                     request, which oha's rustls client resumes from the session it was last given
 #   KEEP=1            keep the work directory (configs, logs, raw oha JSON)
 set -euo pipefail
 
@@ -45,7 +51,12 @@ WARMUP=${WARMUP:-2}
 RATE=${RATE:-5000}
 FIXED_CONC=${FIXED_CONC:-16}
 CLOSED_CONC=${CLOSED_CONC:-32}
+TLS=${TLS:-0}
+NEWCONN=${NEWCONN:-0}
+if [[ $TLS == 1 ]]; then TARGETS=${TARGETS:-"nginx prism prismon"}; fi
 TARGETS=${TARGETS:-"direct nginx floor prism prismon"}
+SCHEME=http
+if [[ $TLS == 1 ]]; then SCHEME=https; fi
 BODIES=${BODIES:-distinct}
 LINES=${LINES:-1000000}
 SYSCALLS=${SYSCALLS:-1}
@@ -94,7 +105,7 @@ free_port() {
 wait_ready() {
   local url=$1 name=$2 i out
   for i in $(seq 100); do
-    out=$(curl -s -m 1 -X POST -H 'content-type: application/json' -d "$BODY" "$url" || true)
+    out=$(curl -s -k -m 1 -X POST -H 'content-type: application/json' -d "$BODY" "$url" || true)
     if [[ "$out" == *'"result"'* && "$out" == *'"id":1'* ]]; then log "$name ready at $url: $out"; return 0; fi
     sleep 0.1
   done
@@ -226,6 +237,15 @@ if want floor; then [[ -x "$FLOOR_BIN" ]] || die "missing $FLOOR_BIN"; fi
 if want prism || want prismon; then [[ -x "$PRISM_BIN" ]] || die "missing $PRISM_BIN"; fi
 
 # ---------------------------------------------------------------------------------------------- processes
+TLS_NGINX=""
+if [[ $TLS == 1 ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" >/dev/null 2>&1 || die "openssl could not make a certificate"
+  export BENCH_TLS_CERT="$WORK/cert.pem" BENCH_TLS_KEY="$WORK/key.pem"
+  TLS_NGINX="ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem; ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m; ssl_session_tickets on;"
+  log "TLS at the edge: P-256 certificate $WORK/cert.pem, resumption on (nginx session cache + tickets, Prism rustls cache)"
+fi
 UP_PORT=$(free_port)
 taskset -c "$LOAD_CPU" "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" 4663 >"$WORK/upstream.log" 2>&1 &
 STARTED+=($!)
@@ -261,7 +281,8 @@ http {
     keepalive_requests 1000000;
   }
   server {
-    listen 127.0.0.1:$NG_PORT;
+    listen 127.0.0.1:$NG_PORT${TLS_NGINX:+ ssl};
+    $TLS_NGINX
     location / {
       proxy_pass http://fast;
       proxy_http_version 1.1;
@@ -273,7 +294,7 @@ EOF
   taskset -c "$PROXY_CPU" "$NGINX" -p "$NG" -c "$NG/nginx.conf" >"$NG/logs/stdout.log" 2>&1 &
   NG_MASTER=$!
   STARTED+=("$NG_MASTER")
-  URL[nginx]="http://127.0.0.1:$NG_PORT/"
+  URL[nginx]="$SCHEME://127.0.0.1:$NG_PORT/"
   wait_ready "${URL[nginx]}" nginx
   NG_WORKERS=$(pgrep -P "$NG_MASTER" | tr '\n' ' ')
   [[ -n "$NG_WORKERS" ]] || die "no nginx worker under master $NG_MASTER"
@@ -306,7 +327,7 @@ start_prism() { # target binary [on]
   taskset -c "$PROXY_CPU" "$dir/rpc-proxy" serve --config "$dir/config.toml" >"$dir/proxy.log" 2>&1 &
   pid=$!
   STARTED+=("$pid")
-  URL[$target]="http://127.0.0.1:$port/"
+  URL[$target]="$SCHEME://127.0.0.1:$port/"
   wait_ready "${URL[$target]}" "$target" || { tail -20 "$dir/proxy.log" >&2; exit 1; }
   PIDS[$target]="$pid"
   log "$target pid $pid ($(ls /proc/$pid/task | wc -l) threads)"
@@ -326,6 +347,8 @@ oha_run() { # target mode round
   local -a args=(--no-tui -z "${DURATION}s" -m POST -H 'content-type: application/json' "${BODY_ARGS[@]}")
   local perf_pid="" syscalls=-1
   if [[ $mode == fixed ]]; then args+=(-c "$FIXED_CONC" -q "$RATE" --latency-correction); else args+=(-c "$CLOSED_CONC"); fi
+  if [[ $TLS == 1 ]]; then args+=(--insecure); fi
+  if [[ $NEWCONN == 1 ]]; then args+=(--disable-keepalive); fi
   wait_quiet
   # shellcheck disable=SC2086
   if [[ -n "$pids" ]]; then c0=$(cpu_ticks $pids); s0=$(sched_ns $pids); fi
@@ -362,6 +385,16 @@ PY
 }
 
 read -r -a T <<<"$TARGETS"
+TLS_OHA=()
+if [[ $TLS == 1 ]]; then TLS_OHA=(--insecure); fi
+if [[ $TLS == 1 ]]; then # resumption on, as a client that keeps sessions sees it (openssl s_client -reconnect)
+  for t in "${T[@]}"; do
+    hp=${URL[$t]#*://}; hp=${hp%/}
+    n=$(openssl s_client -connect "$hp" -reconnect </dev/null 2>/dev/null | grep -c '^Reused' || true)
+    log "$t: $n of 5 reconnects resumed the TLS session (openssl s_client -reconnect)"
+  done
+fi
+log "tls=$TLS new connection per request=$NEWCONN"
 log "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other work on these 2 cores skews every figure)"
 log "rounds=$ROUNDS duration=${DURATION}s rate=$RATE fixed_c=$FIXED_CONC closed_c=$CLOSED_CONC proxy cpu=$PROXY_CPU load cpu=$LOAD_CPU shards=$SHARDS"
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -370,7 +403,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     target=${T[$(((k + r - 1) % n))]} # rotate the order each round
     if ((WARMUP > 0)); then
       taskset -c "$LOAD_CPU" "$OHA" --no-tui -z "${WARMUP}s" -c "$CLOSED_CONC" -m POST -H 'content-type: application/json' \
-        "${BODY_ARGS[@]}" "${URL[$target]}" >/dev/null 2>&1 || true
+        "${BODY_ARGS[@]}" ${TLS_OHA[@]+"${TLS_OHA[@]}"} "${URL[$target]}" >/dev/null 2>&1 || true
     fi
     oha_run "$target" fixed "$r"
     oha_run "$target" closed "$r"
@@ -379,7 +412,7 @@ done
 
 # Peak RSS after the whole run, and a last check the proxies still answer correctly.
 for t in "${T[@]}"; do
-  out=$(curl -s -m 2 -X POST -H 'content-type: application/json' -d "$BODY" "${URL[$t]}" || true)
+  out=$(curl -s -k -m 2 -X POST -H 'content-type: application/json' -d "$BODY" "${URL[$t]}" || true)
   [[ "$out" == *'"result":"0x1"'* ]] || log "warning: $t answered '$out' after the run"
 done
 # What dedupe and the cache did with the distinct traffic (joins and hits make a target do less work).
