@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use prism::config::{BreakerPolicy, Config, Strategy, Weights};
-use prism::core::canon::canonical_key;
-use prism::core::inflight::Pressure;
+use prism::core::live::inflight::Pressure;
+use prism::core::live::state::NetworkLive;
 use prism::core::methods::{lookup, Family};
-use prism::core::router::{choose, Ask, ProviderStatic};
-use prism::core::state::NetworkLive;
+use prism::core::reuse::canon::canonical_key;
+use prism::core::routing::router::{choose, Ask, ProviderStatic};
 use prism::edge::keys::KeyRing;
 use prism::rpc::ProviderId;
 use prism::telemetry::snapshot::{NetworkHealth, ProviderHealth};

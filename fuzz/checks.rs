@@ -95,7 +95,7 @@ pub fn upstream_answer(data: &[u8]) {
 }
 
 fn answer_body(status: u16, body: &[u8]) {
-    use prism::core::classify::{classify_http, classify_rpc_error_with_status, Dialect};
+    use prism::core::judge::classify::{classify_http, classify_rpc_error_with_status, Dialect};
     match check_response(body, 1) {
         Ok(a) => {
             assert!(

@@ -12,7 +12,7 @@ above it. What the crate graph cannot see, this script checks: the order of the 
 (`jsonscan`, `http1`, `rpc` in prism-wire; `upstream` < `access` < `cluster` < `edge` < `app` in the
 application crate) and import cycles between files anywhere.
 
-Every crate's files are read as if they still lay in one tree (`crates/core/src/forward.rs` is
+Every crate's files are read as if they still lay in one tree (`crates/core/src/call/forward.rs` is
 `core/forward.rs`, `crates/wire/src/rpc/mod.rs` is `rpc/mod.rs`), and `prism_core::x`, `prism_wire::rpc::x`
 and `crate::x` resolve in that tree, so module names and the allow list read the same as before the split.
 Modules are the top-level entries of that tree (`core`, `edge`, `jsonscan`...). Layers, lowest first: a
@@ -104,7 +104,7 @@ def edges():
     out = set()
     for rel, real, own in found:
         here = module_of(rel)
-        # Inline `mod tests;` files are children: `super` in core/classify/tests.rs is core::classify.
+        # Inline `mod tests;` files are children: `super` in core/classify/tests.rs is core::judge::classify.
         text = strip_comments(open(real, encoding="utf-8").read())
         if own:
             text = re.sub(r"\bcrate::", "crate::" + own + "::", text)

@@ -47,7 +47,7 @@ fn warm_up(prism: &Prism) {
     });
     assert!(ready, "no samples: {}", prism.status());
     // Only attempts made once the shard sees those p95s earn hedge credit, and a hedge of a provider in
-    // its usual form must leave a reserve of 4 in the budget (`core::hedge`): with `budget_percent = 100`
+    // its usual form must leave a reserve of 4 in the budget (`core::routing::hedge`): with `budget_percent = 100`
     // these reads earn the 5 the first slow read needs, however late the snapshot was published above.
     for _ in 0..6 {
         n += 1;
@@ -128,7 +128,7 @@ fn hedges_stay_within_budget_and_writes_are_never_hedged() {
         "{hedges} hedges for {attempts} attempts over {calls} reads"
     );
     // Most reads leave the slow provider after its first late answer (routing's recent-latency stall
-    // rule), so few are even eligible here; the budget's own arithmetic is unit-tested in `core::hedge`.
+    // rule), so few are even eligible here; the budget's own arithmetic is unit-tested in `core::routing::hedge`.
 
     // Writes: each is sent exactly once, however late its answer.
     let raw = "0x02f86b8212378084773594008477359400825208940000000000000000000000000000000000000001808080c080a0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0aa0a0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0bb0b";

@@ -125,7 +125,7 @@ fn check_item(raw: &RawValue, item: &Item<'_>, input: &[u8]) {
 /// is JSON, and it is a fixed point (the key of the canonical params is the same key), so two spellings of
 /// one question cannot end up with different keys by being canonicalised differently.
 fn check_canonical_key(call: &prism::rpc::Call<'_>, input: &[u8]) {
-    use prism::core::canon::canonical_key;
+    use prism::core::reuse::canon::canonical_key;
     use prism::rpc::methods::{block_ref, lookup};
     let info = lookup(&call.method);
     let _ = block_ref(&info, call.params);

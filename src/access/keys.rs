@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::ratelimit::{Gcra, SharedBucket};
 use prism_config::{Config, Key, Strategy, Weights};
-use prism_core::marks::MarkKey;
+use prism_core::live::marks::MarkKey;
 
 type Digest = [u64; 2];
 
@@ -30,9 +30,9 @@ pub struct KeyEntry {
     limit: Option<(f64, u32)>,
     pub strategy: Strategy,
     pub weights: Weights,
-    /// Its verified reads (`core::verify`; off unless `verify` is configured).
-    pub verify: prism_core::verify::VerifyRule,
-    /// Its weight in fair shares of provider quota (`core::quota`).
+    /// Its verified reads (`core::call::verify`; off unless `verify` is configured).
+    pub verify: prism_core::call::verify::VerifyRule,
+    /// Its weight in fair shares of provider quota (`core::live::quota`).
     pub quota_weight: f64,
 }
 
@@ -102,7 +102,7 @@ impl KeyEntry {
 }
 
 impl KeyRing {
-    /// Every configured key's index and `quota_weight` (for `core::quota::QuotaLive::configure`).
+    /// Every configured key's index and `quota_weight` (for `core::live::quota::QuotaLive::configure`).
     pub fn quota_weights(&self) -> Vec<(usize, f64)> {
         self.entries.iter().map(|e| (e.index, e.quota_weight)).collect()
     }
@@ -234,8 +234,8 @@ impl KeyRing {
             verify: k
                 .verify
                 .as_ref()
-                .and_then(|v| prism_core::verify::VerifyRule::from_config(v).ok())
-                .unwrap_or(prism_core::verify::VerifyRule::OFF),
+                .and_then(|v| prism_core::call::verify::VerifyRule::from_config(v).ok())
+                .unwrap_or(prism_core::call::verify::VerifyRule::OFF),
             quota_weight: k.quota_weight,
         }
     }

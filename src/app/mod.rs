@@ -18,13 +18,13 @@ use crate::edge::tls::EdgeTls;
 use crate::edge::{serve as serve_edge, Network, Shard};
 use crate::upstream::Registry;
 use prism_config::{Config, NetworkKind};
-use prism_core::cache::ResultCache;
-use prism_core::dedupe::InFlight;
-use prism_core::logs::{DeclaredLimits, LogsSettings};
-use prism_core::route::WsTarget;
-use prism_core::router::ProviderStatic;
-use prism_core::state::{ChainCheck, NetworkLive};
-use prism_core::submit::SubmitLimits;
+use prism_core::call::logs::{DeclaredLimits, LogsSettings};
+use prism_core::call::submit::SubmitLimits;
+use prism_core::live::state::{ChainCheck, NetworkLive};
+use prism_core::reuse::cache::ResultCache;
+use prism_core::reuse::dedupe::InFlight;
+use prism_core::routing::route::WsTarget;
+use prism_core::routing::router::ProviderStatic;
 use prism_core::{NetworkRoute, Upstream};
 use prism_runtime::net::TcpListener;
 use prism_runtime::{run_shards, ShardId, ShardPlacement, Shutdown};
@@ -535,7 +535,7 @@ fn build_gen(
                 credits: c
                     .credits
                     .as_ref()
-                    .map(|c| Arc::new(prism_core::quota::CreditTable::new(c))),
+                    .map(|c| Arc::new(prism_core::live::quota::CreditTable::new(c))),
             });
             debug_assert_eq!(p.name, c.name);
         }
@@ -547,7 +547,7 @@ fn build_gen(
             statics,
             live: lives[index].clone(),
             retry: config.policy.retry.clone(),
-            hedge: prism_core::hedge::Hedging::new(&config.policy.hedge),
+            hedge: prism_core::routing::hedge::Hedging::new(&config.policy.hedge),
             hedge_budget: Default::default(),
             operators: operators(&config.networks[index]),
             recorder: recorder.clone(),
@@ -581,7 +581,7 @@ fn build_gen(
                 sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
                 sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
             },
-            sync: prism_core::sync_submit::SyncSupport::new(
+            sync: prism_core::call::sync_submit::SyncSupport::new(
                 config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
             ),
             superseded: Cell::new(false),

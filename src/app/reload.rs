@@ -23,7 +23,7 @@ use crate::access::keys::KeyRing;
 use crate::edge::admin::{Reload, ReloadOutcome};
 use crate::upstream::Registry;
 use prism_config::{changes, Config};
-use prism_core::state::NetworkLive;
+use prism_core::live::state::NetworkLive;
 use prism_wire::rpc::methods::Declared;
 
 /// Everything built from one config generation that every shard reads: immutable, swapped whole.

@@ -30,8 +30,8 @@ use arc_swap::ArcSwap;
 use crate::access::keys::KeyRing;
 use link::{Link, LinkError};
 use prism_config::{Cluster, Config};
-use prism_core::marks::MarkKey;
-use prism_core::state::NetworkLive;
+use prism_core::live::marks::MarkKey;
+use prism_core::live::state::NetworkLive;
 use prism_runtime::Shutdown;
 use prism_telemetry::clock::now_ms;
 
@@ -91,7 +91,7 @@ fn node_horizon(now: u64, ttl_ms: u64) -> u64 {
 /// A peer's head or mark, if this node's view of the chain makes it plausible.
 fn bounded_head(value: u64, ceiling: Option<u64>) -> Option<u64> {
     match ceiling {
-        Some(c) if value <= c && value <= prism_core::state::MAX_HEIGHT => Some(value),
+        Some(c) if value <= c && value <= prism_core::live::state::MAX_HEIGHT => Some(value),
         _ => None,
     }
 }
@@ -473,7 +473,7 @@ impl Sync {
     }
 
     /// Peers' key demands on quota-limited providers (summed over peers) go to each provider's fair shares,
-    /// bounded there (`core::quota::PEER_DEMAND_BOUND`) and valid for a ttl.
+    /// bounded there (`core::live::quota::PEER_DEMAND_BOUND`) and valid for a ttl.
     fn share_demands(&self, mut demands: Vec<(usize, usize, usize, f64)>) {
         let until = now_ms() + self.cluster.ttl_ms;
         demands.sort_by_key(|d| (d.0, d.1, d.2));

@@ -14,7 +14,7 @@ use super::http::{parse_head, Method};
 use super::keys::KeyRing;
 use super::reply::{write_http, ResponseMeta};
 use prism_config::{Config, NetworkKind};
-use prism_core::state::NetworkLive;
+use prism_core::live::state::NetworkLive;
 use prism_runtime::net::{TcpListener, TcpStream};
 use prism_runtime::{spawn, timeout_at, Shutdown};
 use prism_telemetry::clock::now_ms;

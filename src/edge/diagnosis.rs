@@ -2,7 +2,7 @@
 //! them. `x-prism-provider` (names, never URLs or keys), `x-prism-attempts`, `x-prism-cache`
 //! (`hit` / `join` / `miss`) and `x-prism-hedged`; a batch gets counts. `[server] diagnostic_headers = false`
 //! turns them off. Collected without allocating: counters and a provider bitmask. `x-prism-verified: N` (a
-//! verified read: N providers agreed, `core::verify`) is not diagnostic but part of the answer's meaning:
+//! verified read: N providers agreed, `core::call::verify`) is not diagnostic but part of the answer's meaning:
 //! it is written whatever the setting, when every answered call of the request was verified.
 
 use std::cell::Cell;
@@ -62,7 +62,7 @@ impl Diagnosis {
         }
     }
 
-    /// A call was refused over its key's fair share (`core::quota`), to retry after `ms`.
+    /// A call was refused over its key's fair share (`core::live::quota`), to retry after `ms`.
     pub fn note_over_share(&self, ms: u64) {
         self.over_share_ms
             .set(Some(self.over_share_ms.get().map_or(ms, |m| m.max(ms))));

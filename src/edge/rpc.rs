@@ -11,7 +11,7 @@ use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use prism_core::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
+use prism_core::call::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
 use prism_core::{CallOutcome, Caller, ProxyError};
 use prism_telemetry::metrics::CallResult;
 use prism_wire::http1::SpareBufs;
@@ -35,7 +35,7 @@ pub enum BodyReply {
         retry_after_s: u64,
         body: Vec<u8>,
     },
-    /// A single call over the key's fair share of the only usable provider's quota (`core::quota`):
+    /// A single call over the key's fair share of the only usable provider's quota (`core::live::quota`):
     /// HTTP 429 with `Retry-After` too, and the JSON-RPC error in the body.
     OverShare {
         retry_after_s: u64,

@@ -15,7 +15,7 @@ use super::reply::{write_error, write_http, ResponseMeta};
 use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
 use super::shard::Gen;
 use prism_config::{Strategy, Weights};
-use prism_core::marks::MarkKey;
+use prism_core::live::marks::MarkKey;
 use prism_core::Caller;
 use prism_runtime::net::{TcpListener, TcpStream};
 use prism_runtime::{spawn, timeout_at};
@@ -159,7 +159,7 @@ fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
         },
         providers: u64::MAX,
         floor: 0,
-        verify: key.map_or(prism_core::verify::VerifyRule::OFF, |k| k.verify),
+        verify: key.map_or(prism_core::call::verify::VerifyRule::OFF, |k| k.verify),
         key: key.map_or(0, |k| k.index as u32),
     }
 }

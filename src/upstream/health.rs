@@ -11,7 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
-use prism_core::state::NetworkLive;
+use prism_core::live::state::NetworkLive;
 use prism_runtime::Shutdown;
 use prism_telemetry::clock::now_ms;
 use prism_telemetry::history::{NetworkHistory, Ticker, POINT_MS};
@@ -83,7 +83,7 @@ fn run(inputs: Inputs, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
     while !shutdown.is_triggered() {
         // Fair shares refill every tick: wake that often while they are on.
         let wait = if networks.iter().any(|n| n.quota.fair_on()) {
-            Duration::from_millis(prism_core::quota::TICK_MS)
+            Duration::from_millis(prism_core::live::quota::TICK_MS)
         } else {
             PUBLISH_EVERY
         };
@@ -104,7 +104,7 @@ fn run(inputs: Inputs, rx: Receiver<Vec<Delta>>, shutdown: Shutdown) {
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        // Quota shares refill every `core::quota::TICK_MS` (the tick itself skips an early call).
+        // Quota shares refill every `core::live::quota::TICK_MS` (the tick itself skips an early call).
         let now = now_ms();
         for net in networks.iter() {
             net.quota.tick(now);

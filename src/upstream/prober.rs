@@ -4,17 +4,17 @@
 //! half-open probe is one of these) and heads, then re-evaluate drift for the pool. On EVM every
 //! [`TAG_EVERY`]th probe also asks for the `safe` and `finalized` blocks (not of a provider that answered them
 //! with an error: it does not serve them), and a floor learned from a "missing trie node" answer is re-asked
-//! every [`FLOOR_RECHECK_PROBES`] probe intervals (`core::availability`). Neither feeds breakers or latency:
+//! every [`FLOOR_RECHECK_PROBES`] probe intervals (`core::live::availability`). Neither feeds breakers or latency:
 //! `eth_blockNumber` is the health probe.
 
 use std::time::{Duration, Instant};
 
-use prism_core::breaker::BreakerState;
-use prism_core::classify::Class;
+use prism_core::judge::classify::Class;
 use prism_core::judge::{judge, Judged};
-use prism_core::route::NetworkRoute;
-use prism_core::slots::SlotChange;
-use prism_core::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
+use prism_core::live::breaker::BreakerState;
+use prism_core::live::slots::SlotChange;
+use prism_core::live::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
+use prism_core::routing::route::NetworkRoute;
 use prism_runtime::Shutdown;
 use prism_telemetry::cause::{warn_change, Origin, Reason};
 use prism_telemetry::clock::now_ms;
@@ -133,7 +133,7 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
             ..
         } => Ok(body[value].to_vec()),
         // Solana: a node's `getHealth` says "Node is behind by N slots" while it is: it is taken at its word
-        // (`core::slots`), with or without client traffic to hear it from.
+        // (`core::live::slots`), with or without client traffic to hear it from.
         Judged::Answer {
             body,
             value,
@@ -159,7 +159,7 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
 }
 
 /// Solana: the provider's slot (`getSlot`, processed: the newest it has), then every provider's drift and
-/// stall re-evaluated (`core::slots`). A failed `getSlot` says nothing new: `getHealth` already judged it.
+/// stall re-evaluated (`core::live::slots`). A failed `getSlot` says nothing new: `getHealth` already judged it.
 async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
     let Ok(result) = call_with(route, i, id, "getSlot", br#"[{"commitment":"processed"}]"#).await else {
         return;

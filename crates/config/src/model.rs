@@ -231,7 +231,7 @@ pub struct Policy {
 
 /// `[policy.fair_share]`: when a provider's `quota_rps` is the bottleneck, keys get weighted max-min fair
 /// shares of it (`quota_weight` per key); a key over its share goes to other providers or is refused with
-/// `Retry-After` (`core::quota`).
+/// `Retry-After` (`core::live::quota`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FairSharePolicy {
@@ -562,7 +562,7 @@ pub struct Key {
     pub strategy: Strategy,
     #[serde(default)]
     pub weights: Weights,
-    /// Verified reads: these methods' answers are checked against more providers (`core::verify`).
+    /// Verified reads: these methods' answers are checked against more providers (`core::call::verify`).
     #[serde(default)]
     pub verify: Option<VerifyConfig>,
     /// Its weight in fair shares of scarce provider quota (`[policy.fair_share]`).

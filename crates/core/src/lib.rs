@@ -1,42 +1,21 @@
-//! The balancer core: what a call means (method table), where it goes (router), and how its answer is
-//! judged: breakers, scoring router, retries, chain view and per-client high-water marks.
+//! The balancer: what a call means and where it goes, grouped by concern. `call` is one call's path (its
+//! context, the pipeline, the retry loop, submissions, verified reads, split `eth_getLogs`); `judge` decides
+//! what an exchange with a provider meant (classifier, blame memory); `live` is the providers' shared live
+//! state (heads, breakers, floors, tags, marks, in-flight pressure, quota); `routing` picks the provider;
+//! `reuse` answers a call from the cache or by joining one in flight; `subs` is the shard's subscriptions
+//! hub. The method table is the shared vocabulary's (`prism_wire::rpc::methods`).
 
-pub mod availability;
-pub mod blame;
-pub mod breaker;
-pub mod cache;
-pub mod call_ctx;
-pub mod canon;
-pub mod chain;
-pub mod classify;
-pub mod cordon;
-pub mod dedupe;
-pub mod exchange;
-pub mod finality;
-pub mod forward;
-pub mod hedge;
-pub mod inflight;
+pub mod call;
 pub mod judge;
-pub mod logs;
-pub mod marks;
-pub mod outcome;
-pub mod pipeline;
-pub mod quota;
+pub mod live;
+pub mod reuse;
+pub mod routing;
+pub mod subs;
+
 /// The method table lives in the shared vocabulary (`prism_wire::rpc::methods`).
 pub use prism_wire::rpc::methods;
-pub mod route;
-pub mod router;
-pub mod sides;
-pub mod slots;
-pub mod state;
-pub mod submit;
-pub mod subs;
-pub mod sync_submit;
-pub mod txhash;
-pub mod verify;
-pub mod verify_rule;
 
-pub use outcome::{CallOutcome, Caller, How, ProxyError, Source};
-pub use pipeline::forward;
+pub use call::outcome::{CallOutcome, Caller, How, ProxyError, Source};
+pub use call::pipeline::forward;
 pub use prism_wire::rpc::wire::write_upstream_call;
-pub use route::{NetworkRoute, Upstream};
+pub use routing::route::{NetworkRoute, Upstream};

@@ -29,7 +29,7 @@ use super::subs_hub::{topic_key, value_hash, Held, Link, Topic};
 use super::sync::READ;
 use super::table::Status;
 use super::SolanaRoute;
-use prism_core::outcome::{CallOutcome, Caller, ProxyError};
+use prism_core::call::outcome::{CallOutcome, Caller, ProxyError};
 use prism_runtime::{sleep, spawn};
 use prism_telemetry::metrics::SolanaMetric;
 use prism_wire::jsonscan::{nth_element, object_field, plain_str, plain_u64};

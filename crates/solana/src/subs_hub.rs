@@ -12,7 +12,7 @@ use async_tungstenite::tungstenite::Message;
 
 use super::net::Dest;
 use super::pubkey::Pubkey;
-use prism_core::outcome::ProxyError;
+use prism_core::call::outcome::ProxyError;
 use prism_core::subs::{Note, Outbox, Outgoing};
 use prism_runtime::queue::LocalQueue;
 use prism_wire::jsonscan::{object_field, plain_u64};

@@ -13,7 +13,7 @@ use super::net::Dest;
 use super::subs_hub::Topic;
 use super::sync::READ;
 use super::SolanaRoute;
-use prism_core::outcome::{CallOutcome, Caller};
+use prism_core::call::outcome::{CallOutcome, Caller};
 use prism_runtime::{sleep, spawn};
 use prism_wire::jsonscan::{nth_element, object_field, plain_u64};
 

@@ -16,7 +16,7 @@ use super::net::Dest;
 use super::pubkey::Pubkey;
 use super::subs_hub::{Early, Subscriber, Topic};
 use super::SolanaRoute;
-use prism_core::outcome::{Caller, ProxyError};
+use prism_core::call::outcome::{Caller, ProxyError};
 use prism_core::subs::Outbox;
 use prism_wire::jsonscan::{nth_element, plain_str, plain_u64};
 

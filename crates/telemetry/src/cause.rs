@@ -51,7 +51,7 @@ pub enum Reason {
     Throttled,
     /// Out of quota, billing, plan exhausted.
     Quota,
-    /// A verified read (`core::verify`): its answer disagreed with a settled quorum of the others.
+    /// A verified read (`core::call::verify`): its answer disagreed with a settled quorum of the others.
     Outvoted,
 }
 

@@ -88,7 +88,7 @@ pub struct KeyMetrics {
 pub struct NetMetrics {
     methods: Vec<MethodMetrics>,
     providers: Vec<ProviderMetrics>,
-    /// Credits each key cost at each provider (`core::quota`): `[key * providers + provider]`, made when a
+    /// Credits each key cost at each provider (`core::live::quota`): `[key * providers + provider]`, made when a
     /// provider with a price table is first used (sized for the providers configured then).
     credits: std::sync::OnceLock<(usize, Box<[AtomicU64]>)>,
 }
@@ -125,7 +125,7 @@ pub struct ShardMetrics {
     unknown_methods: AtomicU64,
 }
 
-/// How a submission's unsure answer was settled (see `core::submit`).
+/// How a submission's unsure answer was settled (see `core::call::submit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
     /// The answer was lost after sending; a lookup found the transaction: answered as a success.
@@ -138,7 +138,7 @@ pub enum Submitted {
     MinedBefore = 3,
 }
 
-/// How a verified read ended (see `core::verify`).
+/// How a verified read ended (see `core::call::verify`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verified {
     /// The first providers asked agreed.

@@ -11,7 +11,7 @@ pub struct Figures {
     /// Rolling p50 / p99 over the window, microseconds (0 = no samples).
     pub p50_us: u64,
     pub p99_us: u64,
-    /// Rolling p95: how late an answer may be before a hedge goes (`core::hedge`).
+    /// Rolling p95: how late an answer may be before a hedge goes (`core::routing::hedge`).
     pub p95_us: u64,
     /// Calls in the window and those that failed (provider's fault).
     pub calls: u64,

@@ -101,7 +101,7 @@ pub struct ProviderStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_ms: Option<f64>,
     /// Solana: how long its slot may stand still before it is `stalled` (0 = the check is off; see
-    /// `core::slots`).
+    /// `core::live::slots`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_after_ms: Option<u64>,
 }

@@ -14,7 +14,7 @@
 //!   not above it (a provider behind the others, on the old chain): dropped.
 //!
 //! Every head (delivered or held) goes into the cache's chain record as the heads feed's, so a reorg the
-//! node announces drops the cached answers it made stale before the next read (`core::cache`).
+//! node announces drops the cached answers it made stale before the next read (`core::reuse::cache`).
 //!
 //! Providers disagreeing is not a reorg: a head is only ever linked to what *this topic's* provider
 //! delivered, and a topic that moves to another provider starts from what was delivered (a provider behind
@@ -22,9 +22,9 @@
 
 use super::hub::Topic;
 use super::{fan_out, fetch, logs, Frame, MAX_BACKFILL_HEADS};
-use crate::cache::named_block;
-use crate::chain::{Hash, Named};
-use crate::route::NetworkRoute;
+use crate::live::chain::{Hash, Named};
+use crate::reuse::cache::named_block;
+use crate::routing::route::NetworkRoute;
 
 /// A head from the topic's provider (or rebuilt after an overflow): a gap is backfilled first.
 pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {

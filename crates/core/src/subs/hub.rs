@@ -10,8 +10,8 @@ use std::rc::Rc;
 use ahash::AHashMap;
 use async_tungstenite::tungstenite::Message;
 
-use crate::chain::{Hash, Named};
-use crate::marks::MarkKey;
+use crate::live::chain::{Hash, Named};
+use crate::live::marks::MarkKey;
 use prism_runtime::queue::LocalQueue;
 use prism_wire::rpc::TopicKind;
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::hub::Topic;
 use super::{fan_out, fetch, Frame, TopicKind, MAX_BACKFILL_HEADS};
-use crate::chain::{parse_hash, Hash};
-use crate::route::NetworkRoute;
+use crate::live::chain::{parse_hash, Hash};
+use crate::routing::route::NetworkRoute;
 use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 
 /// How many recent log ids are remembered to drop duplicates after a backfill.

@@ -16,7 +16,7 @@
 //!
 //! The `["newHeads"]` topic is also the shard's *heads feed*: kept without subscribers while logs topics or
 //! the cache need it (`SubHub::keep_heads`), it records every delivered head in the cache's chain record,
-//! which is how a reorg reaches cached answers (`core::cache`) and logs topics.
+//! which is how a reorg reaches cached answers (`core::reuse::cache`) and logs topics.
 
 use prism_wire::rpc::ProviderId;
 use std::cell::{Cell, RefCell};
@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 
-use super::marks::MarkKey;
-use super::outcome::{CallOutcome, Caller};
-use super::pipeline::forward;
-use super::route::{NetworkRoute, Newest};
+use crate::call::outcome::{CallOutcome, Caller};
+use crate::call::pipeline::forward;
+use crate::live::marks::MarkKey;
+use crate::routing::route::{NetworkRoute, Newest};
 use prism_runtime::queue::{LocalQueue, PushError};
 use prism_runtime::{sleep, spawn};
 use prism_transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
@@ -259,7 +259,7 @@ fn pick_ws_provider(route: &NetworkRoute, refused: &[ProviderId]) -> Option<Prov
 
 /// The canonical key of a subscription's params: identical subscriptions share a topic.
 fn topic_key(params: &[u8]) -> Option<Vec<u8>> {
-    super::canon::canonical_key(
+    crate::reuse::canon::canonical_key(
         "eth_subscribe",
         &prism_wire::rpc::methods::lookup("eth_subscribe"),
         Some(params),

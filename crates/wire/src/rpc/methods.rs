@@ -287,7 +287,7 @@ const _: () = assert!(
 );
 
 /// Whether a method's answer is the same on every honest provider once its block is pinned (a verified
-/// read, `core::verify`): a read at a block, by hash, or `eth_getLogs`.
+/// read, `core::call::verify`): a read at a block, by hash, or `eth_getLogs`.
 pub fn verifiable(method: &str) -> bool {
     let info = lookup(method);
     info.kind == Kind::Read && (info.block_param.is_some() || method == "eth_getLogs" || BY_HASH.contains(&method))
