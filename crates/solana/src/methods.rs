@@ -3,12 +3,13 @@
 //! vendor's bundle or relay), so it is sent once unless the network declares it a read
 //! (`[[networks]] methods.read`).
 
-use prism_wire::rpc::methods::{Family, HeadHint, Kind, MethodInfo, UNKNOWN};
+use prism_wire::rpc::methods::{Family, HeadHint, Kind, MethodId, MethodInfo, UNKNOWN};
 
 pub use super::sync::READ;
 
 /// A transaction (or bundle) submission: exactly one upstream, once.
 pub const SUBMIT: MethodInfo = MethodInfo {
+    id: MethodId::Other,
     kind: Kind::Write,
     family: Family::Submit,
     head: HeadHint::None,

@@ -23,13 +23,14 @@ use prism_runtime::{sleep, spawn, timeout_at};
 use prism_telemetry::metrics::SolanaMetric;
 use prism_transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 use prism_wire::jsonscan::{nth_element, object_field, plain_str, plain_u64};
-use prism_wire::rpc::methods::{Family, HeadHint, Kind, MethodInfo};
+use prism_wire::rpc::methods::{Family, HeadHint, Kind, MethodId, MethodInfo};
 use prism_wire::rpc::Call;
 
 /// The longest Prism waits for a delegation record read.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub const READ: MethodInfo = MethodInfo {
+    id: MethodId::Other,
     kind: Kind::Read,
     family: Family::Light,
     head: HeadHint::None,

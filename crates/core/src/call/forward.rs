@@ -156,7 +156,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 prefer_deeper: false,
                 exclude: !caller.providers,
                 stalled: 0,
-                at_block: availability::lowest_block(&call.method, block, call.params),
+                at_block: availability::lowest_block(info.id, block, call.params),
                 tag: tag.map(|t| (t, route.live.tags.agreed(t).max(mark))),
                 key: caller.key,
             },
@@ -714,7 +714,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
         if let (Some(cache), false) = (&self.route.cache, is_error) {
-            if let Some(block) = named_block(&self.cx.call.method, &body[value.clone()]) {
+            if let Some(block) = named_block(self.cx.info.id, &body[value.clone()]) {
                 let dropped = cache.observe(block, false);
                 if dropped > 0 {
                     tracing::warn!(network = %self.route.name, height = block.number, dropped, "reorg: an answer names another block than the cache's; cached answers that depended on the replaced blocks dropped");

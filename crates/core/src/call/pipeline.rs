@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::time::Instant;
 
 use prism_telemetry::metrics::Reuse;
-use prism_wire::rpc::methods::{Finality, Kind};
+use prism_wire::rpc::methods::{Finality, Kind, MethodId};
 use prism_wire::rpc::Call;
 
 use crate::call::ctx::CallCtx;
@@ -31,7 +31,7 @@ pub async fn forward(
     let info = route.declared.lookup(&call.method);
     match info.kind {
         Kind::Local => {
-            if let Some(answer) = local_answer(route, &call.method) {
+            if let Some(answer) = local_answer(route, info.id) {
                 return answer;
             }
         }
@@ -41,7 +41,7 @@ pub async fn forward(
             ))
         }
         Kind::Write => {
-            if let Some(kind) = Submission::of(&call.method) {
+            if let Some(kind) = Submission::of(info.id) {
                 return submit(route, call, info, kind, caller, deadline, ids).await;
             }
         }
@@ -65,7 +65,7 @@ pub async fn forward(
 
 /// The retry loop, or for `eth_getLogs` `core::call::logs` (split to fit providers' limits, through the same loop).
 async fn send(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
-    if cx.call.method == "eth_getLogs" {
+    if cx.info.id == MethodId::GetLogs {
         return crate::call::logs::get_logs(route, cx.call, cx.info, cx.caller, cx.deadline, cx.ids).await;
     }
     forward_with(&Live, route, cx).await
@@ -78,17 +78,10 @@ async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u
     let (call, info, block, caller) = (cx.call, &cx.info, cx.block, cx.caller);
     let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
     let finalized = route.live.tags.agreed(Finality::Finalized);
-    let pin = route.cache.as_ref().and_then(|_| {
-        request_pin(
-            &call.method,
-            info,
-            block,
-            call.params,
-            head,
-            route.cache_depth,
-            finalized,
-        )
-    });
+    let pin = route
+        .cache
+        .as_ref()
+        .and_then(|_| request_pin(info, block, call.params, head, route.cache_depth, finalized));
     if let (Some(cache), Some(_)) = (&route.cache, pin) {
         // An answer about a block not yet final is proven by this shard's heads feed (`core::reuse::cache`).
         let proof = Proof {
@@ -111,8 +104,8 @@ async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u
         ) = (&route.cache, pin, outcome)
         {
             let value = &body[value.clone()];
-            if answer_cacheable(&call.method, value, *is_error) {
-                let anchor = cache.anchor(pin, &call.method, value, finalized);
+            if answer_cacheable(info.id, value, *is_error) {
+                let anchor = cache.anchor(pin, info.id, value, finalized);
                 if !matches!(anchor, Some(Anchor::Forever)) {
                     // Only a heads feed can prove it (`core::reuse::cache`): the shard's sweeper starts one.
                     route.subs.want_heads();
@@ -189,11 +182,11 @@ fn below_mark(route: &NetworkRoute, cx: &CallCtx<'_, '_>, outcome: &CallOutcome)
 }
 
 /// `eth_chainId` / `net_version` from config: every serving provider was checked to match it.
-fn local_answer(route: &NetworkRoute, method: &str) -> Option<CallOutcome> {
+fn local_answer(route: &NetworkRoute, id: MethodId) -> Option<CallOutcome> {
     let chain = route.live.chain_id?;
-    let value = match method {
-        "eth_chainId" => format!("\"0x{chain:x}\""),
-        "net_version" => format!("\"{chain}\""),
+    let value = match id {
+        MethodId::ChainId => format!("\"0x{chain:x}\""),
+        MethodId::NetVersion => format!("\"{chain}\""),
         _ => return None,
     };
     Some(CallOutcome::result(value.into_bytes()).with_how(|how| how.source = Source::Hit))

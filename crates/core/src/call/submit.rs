@@ -38,7 +38,7 @@ use crate::call::txhash::raw_tx_hash;
 use crate::judge::classify::{classify_rpc_error_in, submission_says, Class, SubmissionSays};
 use crate::routing::route::NetworkRoute;
 pub use crate::routing::route::SubmitLimits;
-use prism_wire::rpc::methods::MethodInfo;
+use prism_wire::rpc::methods::{MethodId, MethodInfo};
 use prism_wire::rpc::wire::write_upstream_call;
 
 /// Beyond a sync submission's own wait: the node's answer still has to travel.
@@ -57,10 +57,10 @@ pub enum Submission {
 }
 
 impl Submission {
-    pub fn of(method: &str) -> Option<Submission> {
-        match method {
-            "eth_sendRawTransaction" | "eth_sendRawTransactionConditional" => Some(Submission::Raw),
-            "eth_sendRawTransactionSync" => Some(Submission::Sync),
+    pub fn of(id: MethodId) -> Option<Submission> {
+        match id {
+            MethodId::SendRawTransaction | MethodId::SendRawTransactionConditional => Some(Submission::Raw),
+            MethodId::SendRawTransactionSync => Some(Submission::Sync),
             _ => None,
         }
     }

@@ -28,7 +28,7 @@ use futures_util::future::join_all;
 
 use prism_telemetry::metrics::Verified;
 use prism_wire::jsonscan::{elements, hex_quantity, object_field, skip_ws};
-use prism_wire::rpc::methods::{block_ref, BlockRef, Family, MethodInfo, BY_HASH};
+use prism_wire::rpc::methods::{block_ref, BlockRef, Family, MethodId, MethodInfo, BY_HASH};
 use prism_wire::rpc::{Call, ProviderId};
 
 use crate::call::ctx::CallCtx;
@@ -107,7 +107,7 @@ pub async fn verified(
             .load(std::sync::atomic::Ordering::Relaxed)
     });
     let lowest_head = heads.min().unwrap_or(0);
-    let logs = call.method == "eth_getLogs";
+    let logs = info.id == MethodId::GetLogs;
     let pin = match block {
         BlockRef::Latest => Some(lowest_head),
         BlockRef::Final(t) => Some(route.live.tags.agreed(t)),

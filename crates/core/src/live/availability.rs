@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
-use prism_wire::rpc::methods::BlockRef;
+use prism_wire::rpc::methods::{BlockRef, MethodId};
 
 /// One provider's floor: the configured one and the one its answers taught.
 #[derive(Debug, Default)]
@@ -99,10 +99,10 @@ pub fn proves_floor(block: u64, head: u64, margin: u64) -> bool {
 
 /// The lowest block a read needs, when it names one: a block number, or the `fromBlock` of an
 /// `eth_getLogs` filter (`earliest` is block 0). Reads at a tag or a hash name none.
-pub fn lowest_block(method: &str, block: BlockRef, params: Option<&[u8]>) -> Option<u64> {
+pub fn lowest_block(id: MethodId, block: BlockRef, params: Option<&[u8]>) -> Option<u64> {
     match block {
         BlockRef::Number(n) => Some(n),
-        BlockRef::NotApplicable if method == "eth_getLogs" => {
+        BlockRef::NotApplicable if id == MethodId::GetLogs => {
             let filter = nth_element(params?, 0)?;
             let from = object_field(filter, "fromBlock")?;
             match plain_str(from) {
@@ -166,11 +166,14 @@ mod tests {
 
     #[test]
     fn the_lowest_block_of_a_read() {
-        assert_eq!(lowest_block("eth_call", BlockRef::Number(7), None), Some(7));
-        assert_eq!(lowest_block("eth_call", BlockRef::Latest, None), None);
+        assert_eq!(
+            lowest_block(MethodId::of("eth_call"), BlockRef::Number(7), None),
+            Some(7)
+        );
+        assert_eq!(lowest_block(MethodId::of("eth_call"), BlockRef::Latest, None), None);
         assert_eq!(
             lowest_block(
-                "eth_getLogs",
+                MethodId::of("eth_getLogs"),
                 BlockRef::NotApplicable,
                 Some(br#"[{"fromBlock":"0x10","toBlock":"0x20"}]"#)
             ),
@@ -178,7 +181,7 @@ mod tests {
         );
         assert_eq!(
             lowest_block(
-                "eth_getLogs",
+                MethodId::of("eth_getLogs"),
                 BlockRef::NotApplicable,
                 Some(br#"[{"fromBlock":"earliest"}]"#)
             ),
@@ -186,7 +189,7 @@ mod tests {
         );
         assert_eq!(
             lowest_block(
-                "eth_getLogs",
+                MethodId::of("eth_getLogs"),
                 BlockRef::NotApplicable,
                 Some(br#"[{"blockHash":"0xab"}]"#)
             ),

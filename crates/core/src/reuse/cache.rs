@@ -27,7 +27,7 @@ use quick_cache::unsync::Cache;
 use quick_cache::{Lifecycle, Weighter};
 
 use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
-use prism_wire::rpc::methods::{BlockRef, HeadHint, Kind, MethodInfo};
+use prism_wire::rpc::methods::{BlockRef, HeadHint, Kind, MethodId, MethodInfo};
 
 use crate::live::chain::parse_hash;
 pub use crate::live::chain::{ChainRecord, Hash, Named, Seen};
@@ -62,33 +62,32 @@ pub struct Proof {
 }
 
 /// Methods addressed by a hash whose answer names the block it depends on.
-fn names_its_block(method: &str) -> bool {
+fn names_its_block(id: MethodId) -> bool {
     matches!(
-        method,
-        "eth_getBlockByHash"
-            | "eth_getTransactionByHash"
-            | "eth_getTransactionReceipt"
-            | "eth_getTransactionByBlockHashAndIndex"
+        id,
+        MethodId::GetBlockByHash
+            | MethodId::GetTransactionByHash
+            | MethodId::GetTransactionReceipt
+            | MethodId::GetTransactionByBlockHashAndIndex
     )
 }
 
 /// Methods whose answer never changes once there is one: they name a block by hash and answer about that
 /// block only (a node that has the block answers the same whether it is canonical or not).
-fn fixed_by_hash(method: &str) -> bool {
+fn fixed_by_hash(id: MethodId) -> bool {
     matches!(
-        method,
-        "eth_getBlockTransactionCountByHash"
-            | "eth_getUncleCountByBlockHash"
-            | "eth_getUncleByBlockHashAndIndex"
-            | "eth_chainId"
-            | "net_version"
+        id,
+        MethodId::GetBlockTransactionCountByHash
+            | MethodId::GetUncleCountByBlockHash
+            | MethodId::GetUncleByBlockHashAndIndex
+            | MethodId::ChainId
+            | MethodId::NetVersion
     )
 }
 
 /// Whether a request's answer could be cached, given the pool's best head and its agreed `finalized` block
 /// (0: unknown). A block at or below `finalized` cannot be reorganised away, so it needs no depth.
 pub fn request_pin(
-    method: &str,
     info: &MethodInfo,
     block: BlockRef,
     params: Option<&[u8]>,
@@ -106,9 +105,9 @@ pub fn request_pin(
         BlockRef::Pinned => Some(Pin::Forever),
         BlockRef::Number(n) if deep(n) => Some(Pin::Height(n)),
         BlockRef::Number(_) | BlockRef::Latest | BlockRef::Tag | BlockRef::Final(_) => None,
-        BlockRef::NotApplicable if names_its_block(method) => Some(Pin::Named),
-        BlockRef::NotApplicable if fixed_by_hash(method) => Some(Pin::Forever),
-        BlockRef::NotApplicable if method == "eth_getLogs" => {
+        BlockRef::NotApplicable if names_its_block(info.id) => Some(Pin::Named),
+        BlockRef::NotApplicable if fixed_by_hash(info.id) => Some(Pin::Forever),
+        BlockRef::NotApplicable if info.id == MethodId::GetLogs => {
             let filter = nth_element(params?, 0)?;
             if object_field(filter, "blockHash").is_some() {
                 return Some(Pin::Named);
@@ -130,12 +129,12 @@ fn require_canonical(info: &MethodInfo, params: Option<&[u8]>) -> bool {
 }
 
 /// Whether an answer may be stored: a non-null result, and for transactions, one already in a block.
-pub fn answer_cacheable(method: &str, value: &[u8], is_error: bool) -> bool {
+pub fn answer_cacheable(id: MethodId, value: &[u8], is_error: bool) -> bool {
     if is_error || value == b"null" {
         return false;
     }
-    match method {
-        "eth_getTransactionByHash" | "eth_getTransactionByBlockHashAndIndex" => {
+    match id {
+        MethodId::GetTransactionByHash | MethodId::GetTransactionByBlockHashAndIndex => {
             object_field(value, "blockHash").is_some_and(|h| h != b"null")
         }
         _ => true,
@@ -144,13 +143,13 @@ pub fn answer_cacheable(method: &str, value: &[u8], is_error: bool) -> bool {
 
 /// The block an answer names, for the chain record and the cache's anchors: a block's own number, hash
 /// and parent; a receipt's or a transaction's block.
-pub fn named_block(method: &str, value: &[u8]) -> Option<Named> {
-    let (number, hash, parent) = match method {
-        "eth_getBlockByNumber" | "eth_getBlockByHash" => ("number", "hash", Some("parentHash")),
-        "eth_getTransactionReceipt"
-        | "eth_getTransactionByHash"
-        | "eth_getTransactionByBlockHashAndIndex"
-        | "eth_getTransactionByBlockNumberAndIndex" => ("blockNumber", "blockHash", None),
+pub fn named_block(id: MethodId, value: &[u8]) -> Option<Named> {
+    let (number, hash, parent) = match id {
+        MethodId::GetBlockByNumber | MethodId::GetBlockByHash => ("number", "hash", Some("parentHash")),
+        MethodId::GetTransactionReceipt
+        | MethodId::GetTransactionByHash
+        | MethodId::GetTransactionByBlockHashAndIndex
+        | MethodId::GetTransactionByBlockNumberAndIndex => ("blockNumber", "blockHash", None),
         _ => return None,
     };
     let field_hash = |f: &str| parse_hash(plain_str(object_field(value, f)?)?);
@@ -247,11 +246,11 @@ impl ResultCache {
 
     /// What an answer to a `pin`ned read depends on, or `None` when it cannot be tied to a block this
     /// shard knows (then it is not kept): the block the answer names, else the block at the pinned height.
-    pub fn anchor(&self, pin: Pin, method: &str, value: &[u8], finalized: u64) -> Option<Anchor> {
-        let named = match (pin, method) {
+    pub fn anchor(&self, pin: Pin, id: MethodId, value: &[u8], finalized: u64) -> Option<Anchor> {
+        let named = match (pin, id) {
             (Pin::Forever, _) => return Some(Anchor::Forever),
-            (Pin::Named, "eth_getLogs") => first_log_block(value),
-            (_, _) => named_block(method, value),
+            (Pin::Named, MethodId::GetLogs) => first_log_block(value),
+            (_, _) => named_block(id, value),
         };
         let (height, named_hash) = match (pin, named) {
             (_, Some(b)) => (b.number, Some(b.hash)),
@@ -342,7 +341,7 @@ mod tests {
     fn pin(method: &str, params: &str, head: u64) -> Option<Pin> {
         let info = lookup(method);
         let block = block_ref(&info, Some(params.as_bytes()));
-        request_pin(method, &info, block, Some(params.as_bytes()), head, 64, 0)
+        request_pin(&info, block, Some(params.as_bytes()), head, 64, 0)
     }
 
     #[test]
@@ -350,15 +349,7 @@ mod tests {
         let info = lookup("eth_getBlockByNumber");
         let at = |params: &str, finalized| {
             let block = block_ref(&info, Some(params.as_bytes()));
-            request_pin(
-                "eth_getBlockByNumber",
-                &info,
-                block,
-                Some(params.as_bytes()),
-                1_000,
-                64,
-                finalized,
-            )
+            request_pin(&info, block, Some(params.as_bytes()), 1_000, 64, finalized)
         };
         assert_eq!(at(r#"["0x3e0",false]"#, 0), None, "within the depth, finality unknown");
         assert_eq!(at(r#"["0x3e0",false]"#, 992), Some(Pin::Height(992)), "finalized");
@@ -367,15 +358,7 @@ mod tests {
         let logs = lookup("eth_getLogs");
         let params = r#"[{"fromBlock":"0x3d0","toBlock":"0x3e0"}]"#;
         assert_eq!(
-            request_pin(
-                "eth_getLogs",
-                &logs,
-                BlockRef::NotApplicable,
-                Some(params.as_bytes()),
-                1_000,
-                64,
-                992
-            ),
+            request_pin(&logs, BlockRef::NotApplicable, Some(params.as_bytes()), 1_000, 64, 992),
             Some(Pin::Height(992))
         );
     }
@@ -427,15 +410,19 @@ mod tests {
         );
         assert_eq!(pin("eth_getLogs", r#"[{"blockHash":"0xab"}]"#, 1000), Some(Pin::Named));
         assert_eq!(pin("eth_gasPrice", r#"[]"#, 1000), None);
-        assert!(!answer_cacheable("eth_getTransactionReceipt", b"null", false));
-        assert!(!answer_cacheable("eth_call", b"{}", true));
         assert!(!answer_cacheable(
-            "eth_getTransactionByHash",
+            MethodId::of("eth_getTransactionReceipt"),
+            b"null",
+            false
+        ));
+        assert!(!answer_cacheable(MethodId::of("eth_call"), b"{}", true));
+        assert!(!answer_cacheable(
+            MethodId::of("eth_getTransactionByHash"),
             br#"{"blockHash":null}"#,
             false
         ));
         assert!(answer_cacheable(
-            "eth_getTransactionByHash",
+            MethodId::of("eth_getTransactionByHash"),
             br#"{"blockHash":"0x1"}"#,
             false
         ));
@@ -464,7 +451,7 @@ mod tests {
     #[test]
     fn answers_are_anchored_to_the_block_they_depend_on_as_the_record_knows_it() {
         let c = ResultCache::new(1 << 20, 1 << 16);
-        let r = "eth_getTransactionReceipt";
+        let r = MethodId::GetTransactionReceipt;
         assert_eq!(
             c.anchor(Pin::Named, r, &receipt(16, 1), 0),
             None,
@@ -485,16 +472,19 @@ mod tests {
             "final"
         );
         assert_eq!(
-            c.anchor(Pin::Height(16), "eth_getBalance", b"\"0x1\"", 0),
+            c.anchor(Pin::Height(16), MethodId::of("eth_getBalance"), b"\"0x1\"", 0),
             Some(Anchor::Block {
                 height: 16,
                 hash: [1; 32]
             }),
             "a read at a number takes the record's hash there"
         );
-        assert_eq!(c.anchor(Pin::Height(17), "eth_getBalance", b"\"0x1\"", 0), None);
         assert_eq!(
-            c.anchor(Pin::Forever, "eth_chainId", b"\"0x1\"", 0),
+            c.anchor(Pin::Height(17), MethodId::of("eth_getBalance"), b"\"0x1\"", 0),
+            None
+        );
+        assert_eq!(
+            c.anchor(Pin::Forever, MethodId::of("eth_chainId"), b"\"0x1\"", 0),
             Some(Anchor::Forever)
         );
         let logs = format!(
@@ -502,14 +492,14 @@ mod tests {
             hash_hex(1)
         );
         assert_eq!(
-            c.anchor(Pin::Named, "eth_getLogs", logs.as_bytes(), 0),
+            c.anchor(Pin::Named, MethodId::of("eth_getLogs"), logs.as_bytes(), 0),
             Some(Anchor::Block {
                 height: 16,
                 hash: [1; 32]
             })
         );
         assert_eq!(
-            c.anchor(Pin::Named, "eth_getLogs", b"[]", 0),
+            c.anchor(Pin::Named, MethodId::of("eth_getLogs"), b"[]", 0),
             None,
             "no log names the block"
         );

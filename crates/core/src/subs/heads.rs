@@ -25,6 +25,7 @@ use super::{fan_out, fetch, logs, Frame, MAX_BACKFILL_HEADS};
 use crate::live::chain::{Hash, Named};
 use crate::reuse::cache::named_block;
 use crate::routing::route::NetworkRoute;
+use prism_wire::rpc::methods::MethodId;
 
 /// A head from the topic's provider (or rebuilt after an overflow): a gap is backfilled first.
 pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
@@ -52,7 +53,7 @@ pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>
 
 /// A head's number, hash and parent (a block object's).
 fn named(block: &[u8]) -> Option<Named> {
-    named_block("eth_getBlockByNumber", block).or_else(|| {
+    named_block(MethodId::GetBlockByNumber, block).or_else(|| {
         // A node that sends no (or an odd) hash still gets its heads delivered in order, unlinked.
         let number =
             prism_wire::jsonscan::object_field(block, "number").and_then(prism_wire::jsonscan::hex_quantity)?;

@@ -71,8 +71,41 @@ pub enum HeadHint {
     BlockNumberField,
 }
 
+/// The methods the balancer treats by name (the cache's anchors, local answers, submissions, split
+/// `eth_getLogs`): the table's lookup is the one string match, and every stage after it compares this id.
+/// Every other method is `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodId {
+    Other,
+    BlockNumber,
+    ChainId,
+    NetVersion,
+    GetBlockByNumber,
+    GetBlockByHash,
+    GetTransactionByHash,
+    GetTransactionReceipt,
+    GetTransactionByBlockHashAndIndex,
+    GetTransactionByBlockNumberAndIndex,
+    GetBlockTransactionCountByHash,
+    GetUncleCountByBlockHash,
+    GetUncleByBlockHashAndIndex,
+    GetLogs,
+    SendRawTransaction,
+    SendRawTransactionConditional,
+    SendRawTransactionSync,
+}
+
+impl MethodId {
+    /// The id of an EVM method by its name (the table's lookup; for tests and callers with only a name).
+    pub fn of(method: &str) -> MethodId {
+        lookup(method).id
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MethodInfo {
+    /// Which method this is, where the balancer handles it by name.
+    pub id: MethodId,
     pub kind: Kind,
     pub family: Family,
     pub head: HeadHint,
@@ -84,11 +117,19 @@ pub struct MethodInfo {
 
 const fn info(kind: Kind, family: Family, head: HeadHint, block_param: Option<usize>, cacheable: bool) -> MethodInfo {
     MethodInfo {
+        id: MethodId::Other,
         kind,
         family,
         head,
         block_param,
         cacheable,
+    }
+}
+
+impl MethodInfo {
+    /// This row, for the method `id` names.
+    pub const fn named(self, id: MethodId) -> MethodInfo {
+        MethodInfo { id, ..self }
     }
 }
 
@@ -98,6 +139,9 @@ use Kind::*;
 
 const READ: MethodInfo = info(Read, Light, HeadHint::None, None, false);
 const SUBMIT: MethodInfo = info(Write, Submit, HeadHint::None, None, false);
+const LOCAL: MethodInfo = info(Local, Light, HeadHint::None, None, true);
+/// A read of something a hash fixes (a transaction, a block by hash): cacheable, no block parameter.
+const BY_HASH_READ: MethodInfo = info(Read, Light, HeadHint::None, None, true);
 /// Not in the table: sent once. Scored with execution-like calls (vendor methods mostly are).
 pub const UNKNOWN: MethodInfo = info(Unknown, Execute, HeadHint::None, None, false);
 /// An operator's declared read: retried and joined like any read, never cached (Prism cannot tell when
@@ -109,33 +153,31 @@ pub const DECLARED_WRITE: MethodInfo = SUBMIT;
 /// Looks a method up in the EVM table; anything it does not know is [`UNKNOWN`].
 pub fn lookup(method: &str) -> MethodInfo {
     match method {
-        "eth_blockNumber" => info(Read, Light, ResultIsHead, None, false),
-        "eth_chainId" | "net_version" => info(Local, Light, HeadHint::None, None, true),
-        "eth_getBlockByNumber" => info(Read, Light, BlockNumberField, Some(0), true),
-        "eth_getBlockByHash" => info(Read, Light, BlockNumberField, None, true),
+        "eth_blockNumber" => info(Read, Light, ResultIsHead, None, false).named(MethodId::BlockNumber),
+        "eth_chainId" => LOCAL.named(MethodId::ChainId),
+        "net_version" => LOCAL.named(MethodId::NetVersion),
+        "eth_getBlockByNumber" => info(Read, Light, BlockNumberField, Some(0), true).named(MethodId::GetBlockByNumber),
+        "eth_getBlockByHash" => info(Read, Light, BlockNumberField, None, true).named(MethodId::GetBlockByHash),
         "eth_getBalance" | "eth_getCode" | "eth_getTransactionCount" => {
             info(Read, Light, HeadHint::None, Some(1), true)
         }
         "eth_getStorageAt" | "eth_getProof" => info(Read, Light, HeadHint::None, Some(2), true),
         "eth_call" | "eth_estimateGas" | "eth_createAccessList" => info(Read, Execute, HeadHint::None, Some(1), true),
-        "eth_getTransactionByHash" | "eth_getTransactionReceipt" | "eth_getBlockReceipts" => {
-            let block = if method == "eth_getBlockReceipts" {
-                Some(0)
-            } else {
-                None
-            };
-            info(Read, Light, HeadHint::None, block, true)
+        "eth_getTransactionByHash" => BY_HASH_READ.named(MethodId::GetTransactionByHash),
+        "eth_getTransactionReceipt" => BY_HASH_READ.named(MethodId::GetTransactionReceipt),
+        "eth_getBlockReceipts" => info(Read, Light, HeadHint::None, Some(0), true),
+        "eth_getTransactionByBlockHashAndIndex" => BY_HASH_READ.named(MethodId::GetTransactionByBlockHashAndIndex),
+        "eth_getBlockTransactionCountByHash" => BY_HASH_READ.named(MethodId::GetBlockTransactionCountByHash),
+        "eth_getUncleCountByBlockHash" => BY_HASH_READ.named(MethodId::GetUncleCountByBlockHash),
+        "eth_getUncleByBlockHashAndIndex" => BY_HASH_READ.named(MethodId::GetUncleByBlockHashAndIndex),
+        "eth_getTransactionByBlockNumberAndIndex" => {
+            info(Read, Light, HeadHint::None, Some(0), true).named(MethodId::GetTransactionByBlockNumberAndIndex)
         }
-        "eth_getTransactionByBlockHashAndIndex"
-        | "eth_getBlockTransactionCountByHash"
-        | "eth_getUncleCountByBlockHash"
-        | "eth_getUncleByBlockHashAndIndex" => info(Read, Light, HeadHint::None, None, true),
-        "eth_getTransactionByBlockNumberAndIndex"
-        | "eth_getBlockTransactionCountByNumber"
+        "eth_getBlockTransactionCountByNumber"
         | "eth_getUncleCountByBlockNumber"
         | "eth_getUncleByBlockNumberAndIndex" => info(Read, Light, HeadHint::None, Some(0), true),
         "eth_feeHistory" => info(Read, Light, HeadHint::None, Some(1), false),
-        "eth_getLogs" => info(Read, Logs, HeadHint::None, None, true),
+        "eth_getLogs" => info(Read, Logs, HeadHint::None, None, true).named(MethodId::GetLogs),
         "eth_gasPrice"
         | "eth_maxPriorityFeePerGas"
         | "eth_blobBaseFee"
@@ -166,10 +208,10 @@ pub fn lookup(method: &str) -> MethodInfo {
         | "eth_getUserOperationReceipt" => READ,
         "eth_estimateUserOperationGas" => info(Read, Execute, HeadHint::None, None, false),
         "eth_simulateV1" | "eth_callMany" => info(Read, Execute, HeadHint::None, Some(1), false),
-        "eth_sendRawTransaction"
-        | "eth_sendRawTransactionSync"
-        | "eth_sendTransaction"
-        | "eth_sendRawTransactionConditional"
+        "eth_sendRawTransaction" => SUBMIT.named(MethodId::SendRawTransaction),
+        "eth_sendRawTransactionSync" => SUBMIT.named(MethodId::SendRawTransactionSync),
+        "eth_sendRawTransactionConditional" => SUBMIT.named(MethodId::SendRawTransactionConditional),
+        "eth_sendTransaction"
         | "eth_sendUserOperation"
         | "eth_sendBundle"
         | "eth_sendPrivateTransaction"
@@ -417,7 +459,7 @@ impl Declared {
             return table;
         }
         if self.writes.contains(method) {
-            return DECLARED_WRITE;
+            return DECLARED_WRITE.named(table.id);
         }
         if table.kind == Kind::Unknown && self.reads.contains(method) {
             return DECLARED_READ;
