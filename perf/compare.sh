@@ -387,11 +387,10 @@ PY
 read -r -a T <<<"$TARGETS"
 TLS_OHA=()
 if [[ $TLS == 1 ]]; then TLS_OHA=(--insecure); fi
-if [[ $TLS == 1 ]]; then # resumption on, as a client that keeps sessions sees it (openssl s_client -reconnect)
+if [[ $TLS == 1 ]]; then # resumption on, as a client that keeps its sessions sees it
   for t in "${T[@]}"; do
     hp=${URL[$t]#*://}; hp=${hp%/}
-    n=$(openssl s_client -connect "$hp" -reconnect </dev/null 2>/dev/null | grep -c '^Reused' || true)
-    log "$t: $n of 5 reconnects resumed the TLS session (openssl s_client -reconnect)"
+    log "$t: TLS session resumption: $(python3 "$PERF/tls_resume.py" "$hp" 5 2>&1)"
   done
 fi
 log "tls=$TLS new connection per request=$NEWCONN"
