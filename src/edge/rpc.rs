@@ -62,6 +62,19 @@ struct AnswerBudget {
     max: usize,
 }
 
+/// One HTTP request's context at the edge, the same for every call of a batch: who asks, on which network,
+/// until when, and what its answers may weigh.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    shard: &'a RpcShard,
+    network: &'a Network,
+    caller: &'a Caller,
+    key: Option<&'a KeyEntry>,
+    deadline: Instant,
+    budget: &'a AnswerBudget,
+    diag: &'a Diagnosis,
+}
+
 impl AnswerBudget {
     /// Counts `n` more bytes; false once the total is past the cap.
     fn take(&self, n: usize) -> bool {
@@ -119,6 +132,15 @@ pub async fn handle_body(
         max: shard.max_answer_bytes.get(),
     };
     let budget = &budget;
+    let asked = &Asked {
+        shard,
+        network,
+        caller,
+        key,
+        deadline,
+        budget,
+        diag,
+    };
     let reply = match parsed {
         Err(e) => Some(envelope_error(&e)),
         Ok(Envelope::Single(item)) => {
@@ -127,7 +149,7 @@ pub async fn handle_body(
                 Err(rejected) => rejected.id,
             };
             let mut out = shard.answers.take_empty();
-            let answered = handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out).await;
+            let answered = handle_item(asked, item, &mut out).await;
             if budget.over() {
                 // One call: its error carries the call's own id, as any other error would.
                 shard.answers.give(out);
@@ -152,9 +174,7 @@ pub async fn handle_body(
                 // A batch at the limit must not keep the shard from its other connections.
                 prism_runtime::yield_if_needed().await;
                 let mut out = Vec::new();
-                handle_item(shard, network, caller, key, item, deadline, budget, diag, &mut out)
-                    .await
-                    .then_some(out)
+                handle_item(asked, item, &mut out).await.then_some(out)
             }))
             .await;
             if budget.over() {
@@ -193,18 +213,16 @@ fn envelope_error(e: &EnvelopeError) -> Vec<u8> {
 }
 
 /// Handles one call; returns whether a reply was written (false for notifications).
-#[allow(clippy::too_many_arguments)]
-async fn handle_item(
-    shard: &RpcShard,
-    network: &Network,
-    caller: &Caller,
-    key: Option<&KeyEntry>,
-    item: Item<'_>,
-    deadline: Instant,
-    budget: &AnswerBudget,
-    diag: &Diagnosis,
-    out: &mut Vec<u8>,
-) -> bool {
+async fn handle_item(asked: &Asked<'_>, item: Item<'_>, out: &mut Vec<u8>) -> bool {
+    let Asked {
+        shard,
+        network,
+        caller,
+        key,
+        deadline,
+        budget,
+        diag,
+    } = *asked;
     let started = Instant::now();
     let route = &network.route;
     let metrics = route.recorder.metrics();

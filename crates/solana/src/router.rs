@@ -30,7 +30,6 @@ use prism_core::judge::classify::{submission_says, SubmissionSays};
 use prism_core::live::marks::MarkKey;
 use prism_telemetry::metrics::Submitted;
 use prism_wire::jsonscan::{elements, nth_element, object_field, plain_str, plain_u64};
-use prism_wire::rpc::methods::MethodInfo;
 use prism_wire::rpc::wire::write_json_str;
 use prism_wire::rpc::Call;
 
@@ -328,12 +327,10 @@ fn bad_part(sol: &SolanaRoute, dest: Dest) -> CallOutcome {
     })
 }
 
-/// Sends each group its part and merges the values back in request order. Any part's error is the answer.
-#[allow(clippy::too_many_arguments)]
+/// Sends each group its part of a `getMultipleAccounts` and merges the values back in request order. Any
+/// part's error is the answer.
 async fn split_and_merge(
     sol: &Rc<SolanaRoute>,
-    method: &str,
-    info: MethodInfo,
     items: &[&[u8]],
     config: Option<&[u8]>,
     groups: &[(Dest, Vec<usize>)],
@@ -342,7 +339,10 @@ async fn split_and_merge(
 ) -> CallOutcome {
     let parts = join_all(groups.iter().map(|(dest, idx)| {
         let p = part_params(items, idx, config);
-        async move { sol.call_on(*dest, info, method, Some(&p), caller, deadline).await }
+        async move {
+            sol.call_on(*dest, READ, "getMultipleAccounts", Some(&p), caller, deadline)
+                .await
+        }
     }))
     .await;
     let mut values: Vec<Option<Vec<u8>>> = vec![None; items.len()];
@@ -416,7 +416,7 @@ async fn multiple_accounts(
         let dest = groups.first().map_or(Dest::Base, |g| g.0);
         sol.call_on(dest, READ, METHOD, params, caller, deadline).await
     } else {
-        split_and_merge(sol, METHOD, READ, &items, config, &groups, caller, deadline).await
+        split_and_merge(sol, &items, config, &groups, caller, deadline).await
     };
     // Base-layer copies owned by the delegation program were served from the wrong side: reroute those.
     let wrong: Vec<usize> = match result_of(&out).and_then(context_and_values) {
@@ -443,7 +443,7 @@ async fn multiple_accounts(
     if groups.len() == 1 {
         return sol.call_on(groups[0].0, READ, METHOD, params, caller, deadline).await;
     }
-    split_and_merge(sol, METHOD, READ, &items, config, &groups, caller, deadline).await
+    split_and_merge(sol, &items, config, &groups, caller, deadline).await
 }
 
 /// The destination of a set of accounts that a transaction writes (or a client will write): the ER their
