@@ -20,16 +20,23 @@ fn main() {
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=PRISM_COMMIT={commit}");
     // Rebuilt when HEAD moves: HEAD itself (a branch switch) and the branch's ref (a commit).
+    // Only files that exist: cargo takes a missing one as changed, and would rerun this script (and rebuild
+    // every crate above telemetry) on every build.
+    let watch = |path: String| {
+        if std::path::Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    };
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
+        watch(format!("{dir}/HEAD"));
     }
     if let (Some(common), Some(head)) = (
         git(&["rev-parse", "--git-common-dir"]),
         git(&["rev-parse", "--symbolic-full-name", "HEAD"]),
     ) {
         if head.starts_with("refs/") {
-            println!("cargo:rerun-if-changed={common}/{head}");
+            watch(format!("{common}/{head}"));
         }
-        println!("cargo:rerun-if-changed={common}/packed-refs");
+        watch(format!("{common}/packed-refs"));
     }
 }
