@@ -24,7 +24,7 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use prism_config::{Jitter, RetryOn};
+use prism_config::Jitter;
 use prism_telemetry::cause::{Origin, Reason};
 use prism_telemetry::metrics::Settled;
 use prism_transport::{TransportError, UpstreamResponse};
@@ -33,10 +33,11 @@ use prism_wire::rpc::{Call, ProviderId};
 
 use crate::call::ctx::CallCtx;
 use crate::call::exchange::{Exchange, Live};
+use crate::call::fault::{Fault, Next};
 use crate::call::txhash::raw_tx_hash;
 use crate::judge::blame::{Blame, BlameKey};
 use crate::judge::classify::Class;
-use crate::judge::{error_retry_on, judge, Failure, Judged};
+use crate::judge::{error_retry_on, judge, Judged};
 use crate::live::availability;
 use crate::live::finality::{self, TagCheck};
 use crate::live::inflight::Pressure;
@@ -336,48 +337,25 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                     dispute = Some(d);
                     lagging = false;
                 }
-                Verdict::Failed {
-                    error,
-                    sent,
-                    retry_class,
-                    node_answer,
-                    class: _,
-                } => {
-                    if self.write {
-                        // The provider answered (a 429 too: it has seen the write, and "rate limited"
-                        // does not prove it was dropped): the write ends there, with that answer.
-                        if sent {
-                            return match (error, node_answer) {
-                                (_, Some(answer)) => answer,
-                                // The bytes went out and the answer was lost (timeout, reset, a broken
-                                // response): the node may have taken it.
-                                (ProxyError::Transport { provider, .. }, _)
-                                | (ProxyError::BadResponse { provider, .. }, _) => {
-                                    CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
-                                        provider,
-                                        tx: self.tx_ref(),
-                                    })
-                                }
-                                (e, _) => CallOutcome::Failed(e),
-                            };
+                // Whether the call ends, goes elsewhere or is tried again: `Fault::next`, the one rule.
+                Verdict::Failed { fault, class: _ } => {
+                    match fault.next(self.write, more, &route.retry, || self.tx_ref()) {
+                        Next::End(answer) => return answer,
+                        Next::Elsewhere(answer) => {
+                            last = Some(answer);
+                            continue;
                         }
-                        // Not one byte left Prism: another provider still makes it exactly once.
-                        last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
-                        continue;
-                    }
-                    last = Some(node_answer.unwrap_or(CallOutcome::Failed(error)));
-                    let allowed =
-                        retry_class.is_some_and(|c| route.retry.retry_on.contains(&c)) || retry_class.is_none();
-                    if !more || !allowed {
-                        return last.unwrap();
-                    }
-                    backoffs += 1;
-                    let delay = backoff(&route.retry, backoffs);
-                    if self.ex.now() + delay >= cx.deadline {
-                        return last.unwrap();
-                    }
-                    if !delay.is_zero() {
-                        self.ex.sleep(delay).await;
+                        Next::Retry(answer) => {
+                            last = Some(answer);
+                            backoffs += 1;
+                            let delay = backoff(&route.retry, backoffs);
+                            if self.ex.now() + delay >= cx.deadline {
+                                return last.unwrap();
+                            }
+                            if !delay.is_zero() {
+                                self.ex.sleep(delay).await;
+                            }
+                        }
                     }
                 }
             }
@@ -602,7 +580,6 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     /// What a judged exchange with provider `p` means for this call: blame memory settles an error no rule
     /// knows, the class decides whether it is the answer, another provider's turn, or a failure.
-    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     fn verdict(&self, p: ProviderId, judged: Judged) -> Verdict {
         let route = self.route;
         let name = || route.upstreams[p].name.clone();
@@ -615,7 +592,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             &self.cx.call.method,
         );
         let sent = judged.maybe_sent();
-        let retry_class = judged.retry_on();
+        let retry_on = judged.retry_on();
         match judged {
             Judged::Answer {
                 body,
@@ -674,38 +651,27 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                         }
                     }
                     Class::Throttled | Class::QuotaExhausted | Class::ProviderFailure => Verdict::Failed {
-                        error: ProxyError::Status {
-                            provider: name(),
-                            status,
+                        fault: Fault {
+                            error: ProxyError::Status {
+                                provider: name(),
+                                status,
+                            },
+                            sent: true,
+                            // The class blame memory settled, not the judge's: `error_retry_on` of it.
+                            retry_on: Some(error_retry_on(class)),
+                            node_answer: Some(CallOutcome::Answer {
+                                body,
+                                value,
+                                is_error,
+                                how: How::from(p),
+                            }),
                         },
-                        sent: true,
-                        // The class blame memory settled, not the judge's: `error_retry_on` of it.
-                        retry_class: Some(error_retry_on(class)),
-                        node_answer: Some(CallOutcome::Answer {
-                            body,
-                            value,
-                            is_error,
-                            how: How::from(p),
-                        }),
                         class,
                     },
                 }
             }
             Judged::Failed { failure, class } => Verdict::Failed {
-                error: match failure {
-                    Failure::Transport(error) => ProxyError::Transport {
-                        provider: name(),
-                        error,
-                    },
-                    Failure::Status(status) => ProxyError::Status {
-                        provider: name(),
-                        status,
-                    },
-                    Failure::Malformed { why, .. } => ProxyError::BadResponse { provider: name(), why },
-                },
-                sent,
-                retry_class,
-                node_answer: None,
+                fault: Fault::judged(failure, name(), sent, retry_on),
                 class,
             },
         }
@@ -827,14 +793,8 @@ enum Verdict {
     Lagging { answer: CallOutcome },
     /// An error no rule knows, on a read: whose fault it is takes a second opinion.
     Disputed { answer: CallOutcome, key: BlameKey },
-    Failed {
-        error: ProxyError,
-        sent: bool,
-        retry_class: Option<RetryOn>,
-        /// The node's own JSON-RPC error, returned as-is if nothing better comes.
-        node_answer: Option<CallOutcome>,
-        class: Class,
-    },
+    /// The attempt failed (`core::call::fault`: what may follow is decided there).
+    Failed { fault: Fault, class: Class },
 }
 
 impl Verdict {
@@ -864,12 +824,14 @@ impl Verdict {
                 .map(|h| (h, a.route.live.observe_head_at(i, h, now_ms)))
             {
                 Some((_, HeadVerdict::Malformed)) => Verdict::Failed {
-                    error: ProxyError::NotServed(
-                        "The provider answered a block height beyond 2^53: a malformed answer",
-                    ),
-                    sent: true,
-                    retry_class: None,
-                    node_answer: None,
+                    fault: Fault {
+                        error: ProxyError::NotServed(
+                            "The provider answered a block height beyond 2^53: a malformed answer",
+                        ),
+                        sent: true,
+                        retry_on: None,
+                        node_answer: None,
+                    },
                     class: Class::ProviderFailure,
                 },
                 Some((_, HeadVerdict::Implausible)) => Verdict::Reroute {

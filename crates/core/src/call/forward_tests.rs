@@ -12,7 +12,7 @@ use crate::live::state::NetworkLive;
 use crate::routing::route::{SubmitLimits, Upstream};
 use crate::routing::router::ProviderStatic;
 use prism_config::testing::network;
-use prism_config::{BreakerPolicy, Endpoint, RetryPolicy};
+use prism_config::{BreakerPolicy, Endpoint, RetryOn, RetryPolicy};
 use prism_telemetry::metrics::ShardMetrics;
 use prism_telemetry::recorder::Recorder;
 use prism_transport::{PoolSettings, UpstreamPool, UpstreamResponse};

@@ -6,6 +6,7 @@
 
 pub mod ctx;
 pub mod exchange;
+pub mod fault;
 pub mod forward;
 pub mod logs;
 pub mod outcome;
