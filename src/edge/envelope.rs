@@ -432,18 +432,7 @@ impl<'a> Walker<'a, '_, '_> {
                 }
                 "method" => {
                     note_dup(&mut problem, method.is_some(), KnownKey::Method);
-                    method = Some(match value_node {
-                        // The raw span is `"name"`; borrow it when no escape changed it.
-                        Node::String(m) if raw.len() == m.len() + 2 && &raw[1..raw.len() - 1] == m.as_bytes() => {
-                            // SAFETY: these bytes equal those of `m`, a `str`, so they are valid UTF-8. The
-                            // compare is ~20 instructions on a method name where `from_utf8` took ~150.
-                            Ok(Cow::Borrowed(unsafe {
-                                std::str::from_utf8_unchecked(&raw[1..raw.len() - 1])
-                            }))
-                        }
-                        Node::String(m) => Ok(Cow::Owned((*m).to_string())),
-                        _ => Err(()),
-                    });
+                    method = Some(method_name(value_node, raw));
                 }
                 "params" => {
                     note_dup(&mut problem, params.is_some(), KnownKey::Params);
@@ -493,6 +482,23 @@ impl<'a> Walker<'a, '_, '_> {
             Some(Ok(p)) => Some(p),
         };
         (Ok(Call { id, method, params }), end)
+    }
+}
+
+/// A call's `method` value: borrowed from the request's bytes when no escape changed it (the raw span is
+/// `"name"`), owned when one did, `Err` when it is not a string.
+#[inline]
+fn method_name<'a>(value: &Node<'_>, raw: &'a [u8]) -> Result<Cow<'a, str>, ()> {
+    match value {
+        Node::String(m) if raw.len() == m.len() + 2 && &raw[1..raw.len() - 1] == m.as_bytes() => {
+            // SAFETY: these bytes equal those of `m`, a `str`, so they are valid UTF-8. The compare is ~20
+            // instructions on a method name where `from_utf8` took ~150.
+            Ok(Cow::Borrowed(unsafe {
+                std::str::from_utf8_unchecked(&raw[1..raw.len() - 1])
+            }))
+        }
+        Node::String(m) => Ok(Cow::Owned((*m).to_string())),
+        _ => Err(()),
     }
 }
 
