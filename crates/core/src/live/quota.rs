@@ -30,6 +30,11 @@ pub const TICK_MS: u64 = 100;
 const BURST_S: f64 = 1.0;
 /// Weight of the newest tick in a demand's moving average.
 const DEMAND_WEIGHT: f64 = 0.3;
+/// Each key's demand counts this much larger when shares are filled: the estimate is a moving average of a
+/// jittery rate, and a key sending steadily under its fair share must not be refused because the average dipped
+/// below what it sends. What a key then leaves unused overflows its stock into the spare, so the headroom
+/// costs the others nothing.
+const HEADROOM: f64 = 1.25;
 /// A key whose demand fell below this many credits per second takes no share.
 const ACTIVE: f64 = 0.05;
 /// A peer's claimed demand is bounded to this many times the provider's whole quota.
@@ -335,8 +340,10 @@ impl KeyShares {
                 self.share[k].store(0, Ordering::Relaxed);
             }
         }
-        let shares = water_fill(limit, &active.iter().map(|a| (a.2, a.3)).collect::<Vec<_>>());
+        let shares = water_fill(limit, &active.iter().map(|a| (a.2 * HEADROOM, a.3)).collect::<Vec<_>>());
         let mut given = 0.0;
+        // Thousandths of a call that keys' full stocks could not hold: the spare's.
+        let mut overflow = 0i64;
         let (mut local_all, mut everyone_all) = (0.0, 0.0);
         for (&(k, local, everyone, _), s) in active.iter().zip(&shares) {
             given += s;
@@ -345,7 +352,7 @@ impl KeyShares {
             // This node's part of the key's share: as much as its part of the key's demand.
             let mine = if everyone > 0.0 { s * local / everyone } else { 0.0 };
             self.share[k].store((mine * 1000.0) as u64, Ordering::Relaxed);
-            refill(&self.stock[k], mine, elapsed);
+            overflow += refill(&self.stock[k], mine, elapsed);
         }
         let left = (limit - given).max(0.0);
         let mine = if everyone_all > 0.0 {
@@ -353,17 +360,23 @@ impl KeyShares {
         } else {
             left
         };
-        refill(&self.spare, mine, elapsed);
+        let extra = if elapsed > 0.0 {
+            overflow as f64 / 1000.0 / elapsed
+        } else {
+            0.0
+        };
+        refill(&self.spare, mine + extra, elapsed);
     }
 }
 
 /// Adds `rate × elapsed` to `stock` (thousandths), holding it at most [`BURST_S`] of the rate; a debt
-/// (below zero) is repaid before anything accumulates.
-fn refill(stock: &AtomicI64, rate: f64, elapsed: f64) {
+/// (below zero) is repaid before anything accumulates. Returns what the cap turned away.
+fn refill(stock: &AtomicI64, rate: f64, elapsed: f64) -> i64 {
     let add = (rate * elapsed * 1000.0) as i64;
-    let cap = (rate * BURST_S * 1000.0) as i64;
-    stock.fetch_add(add, Ordering::AcqRel);
-    stock.fetch_min(cap.max(0), Ordering::AcqRel);
+    let cap = ((rate * BURST_S * 1000.0) as i64).max(0);
+    let before = stock.fetch_add(add, Ordering::AcqRel);
+    stock.fetch_min(cap, Ordering::AcqRel);
+    (before + add - cap).clamp(0, add.max(0))
 }
 
 /// Weighted max-min fair shares of `capacity` for demands `(demand, weight)`: a demand at or below its
@@ -420,15 +433,17 @@ mod tests {
         let p = ProviderId::new(0);
         let mut now = 1_000;
         q.tick(now);
-        // Ten seconds of 100 ms ticks: key 1 asks 1000 calls/s, keys 2 and 3 ask 30/s each.
+        // Twenty seconds of 100 ms ticks: key 1 asks 1000 calls/s, keys 2 and 3 ask 30/s each. Keys 2 and 3
+        // get their demand with headroom (`HEADROOM`); once their stocks are full (about ten seconds) what
+        // they leave overflows to the spare, which key 1 spends.
         let mut served = [0u32; 4];
-        for t in 0..100 {
+        for t in 0..200 {
             now += TICK_MS;
             q.tick(now);
             let s = q.shares(p).expect("on, with a quota");
             for (k, per_tick) in [(1usize, 100u32), (2, 3), (3, 3)] {
                 for _ in 0..per_tick {
-                    if s.take(k, 1).is_ok() && t >= 50 {
+                    if s.take(k, 1).is_ok() && t >= 150 {
                         served[k] += 1;
                     }
                 }
