@@ -9,7 +9,7 @@
 //!   keys sending to it get weighted max-min fair shares of it (`quota_weight` per key): every tick
 //!   ([`TICK_MS`]) the aggregator thread measures each key's demand there (credits asked, sent or not), fills
 //!   the quota like water (a key asking less than its weighted level gets all it asks and a quarter more,
-//!   [`HEADROOM`]; the others split the rest by weight), and refills each key's stock with its share. Quota
+//!   `HEADROOM`; the others split the rest by weight), and refills each key's stock with its share. Quota
 //!   no key asks for, and what full stocks turn away, refills a spare stock any key may use, so an
 //!   unsaturated provider refuses nobody and the headroom costs the other keys nothing. A key whose stock and the spare are
 //!   empty is over its share: routing sends it to other providers first, and when only that provider is
