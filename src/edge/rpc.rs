@@ -11,7 +11,7 @@ use super::envelope::{Envelope, EnvelopeError, EnvelopeParser, Item};
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use prism_core::call::outcome::{answer_too_large_message, TxRef, ANSWER_TOO_LARGE};
+use prism_core::call::outcome::{answer_too_large_message, ProviderNames, TxRef, ANSWER_TOO_LARGE};
 use prism_core::{CallOutcome, Caller, ProxyError};
 use prism_telemetry::metrics::CallResult;
 use prism_wire::http1::SpareBufs;
@@ -262,17 +262,32 @@ async fn handle_item(asked: &Asked<'_>, item: Item<'_>, out: &mut Vec<u8>) -> bo
                 CallOutcome::Answer {
                     body, value, is_error, ..
                 } => write_answer(out, id, is_error, &body[value]),
-                CallOutcome::Failed(e) => {
-                    write_error(out, Some(id), e.code(), &e.to_string(), error_data(&e).as_deref())
-                }
+                CallOutcome::Failed(e) => write_proxy_error(out, Some(id), &e, &**route),
             }
             true
         }
     }
 }
 
+/// A failed call's error object: its code, its message and its `data`, providers named by `names` (the
+/// route the call went through).
+pub(crate) fn write_proxy_error<N: ProviderNames + ?Sized>(
+    out: &mut Vec<u8>,
+    id: Option<&[u8]>,
+    e: &ProxyError,
+    names: &N,
+) {
+    write_error(
+        out,
+        id,
+        e.code(),
+        &e.shown(names).to_string(),
+        error_data(e, names).as_deref(),
+    );
+}
+
 /// The `data` member of an error Prism makes: what a client can act on, never params or results.
-fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
+fn error_data<N: ProviderNames + ?Sized>(e: &ProxyError, names: &N) -> Option<Vec<u8>> {
     let mut d = Vec::new();
     match e {
         ProxyError::AllDown {
@@ -287,7 +302,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
         }
         ProxyError::WriteOutcomeUnknown { provider, tx } => {
             d.extend_from_slice(br#"{"provider":"#);
-            write_json_str(&mut d, provider);
+            write_json_str(&mut d, names.provider_name(*provider));
             match tx {
                 TxRef::Hash(h) => {
                     d.extend_from_slice(br#","txHash":"#);
@@ -306,7 +321,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
         | ProxyError::Status { provider, .. }
         | ProxyError::BadResponse { provider, .. } => {
             d.extend_from_slice(br#"{"provider":"#);
-            write_json_str(&mut d, provider);
+            write_json_str(&mut d, names.provider_name(*provider));
             d.push(b'}');
         }
         ProxyError::Disagreement { providers, block } => {
@@ -315,7 +330,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
                 if i > 0 {
                     d.push(b',');
                 }
-                write_json_str(&mut d, p);
+                write_json_str(&mut d, names.provider_name(*p));
             }
             d.push(b']');
             if let Some(b) = block {
@@ -328,7 +343,7 @@ fn error_data(e: &ProxyError) -> Option<Vec<u8>> {
             retry_after_ms,
         } => {
             d.extend_from_slice(br#"{"provider":"#);
-            write_json_str(&mut d, provider);
+            write_json_str(&mut d, names.provider_name(*provider));
             d.extend_from_slice(format!(r#","retryAfterMs":{retry_after_ms}}}"#).as_bytes());
         }
         ProxyError::ShortOfQuorum { answered, quorum } => {

@@ -4,6 +4,7 @@
 use super::*;
 use prism_transport::validate::InvalidResponse;
 use prism_transport::TransportError;
+use prism_wire::rpc::ProviderId;
 
 fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
@@ -69,12 +70,18 @@ fn throttled_error_says_when_to_retry_in_whole_milliseconds_rounded_up() {
     assert_eq!(error_reply(&out).1["data"]["retryAfterMs"], 0);
 }
 
+/// For errors that name no provider.
+const NO_NAMES: &[&str] = &[];
+
 #[test]
 fn all_down_data_says_how_many_providers_are_open_and_when_to_retry() {
-    let d = error_data(&ProxyError::AllDown {
-        providers_open: 3,
-        retry_after_ms: 1500,
-    })
+    let d = error_data(
+        &ProxyError::AllDown {
+            providers_open: 3,
+            retry_after_ms: 1500,
+        },
+        NO_NAMES,
+    )
     .unwrap();
     assert_eq!(json(&d), serde_json::json!({"providersOpen": 3, "retryAfterMs": 1500}));
 }
@@ -82,10 +89,13 @@ fn all_down_data_says_how_many_providers_are_open_and_when_to_retry() {
 #[test]
 fn write_outcome_unknown_data_names_what_to_poll() {
     let data = |tx: TxRef| {
-        let d = error_data(&ProxyError::WriteOutcomeUnknown {
-            provider: "alchemy".into(),
-            tx,
-        })
+        let d = error_data(
+            &ProxyError::WriteOutcomeUnknown {
+                provider: ProviderId::new(1),
+                tx,
+            },
+            &["infura", "alchemy"][..],
+        )
         .unwrap();
         json(&d)
     };
@@ -109,22 +119,23 @@ fn write_outcome_unknown_data_names_what_to_poll() {
 
 #[test]
 fn upstream_failure_data_names_the_provider_and_nothing_else() {
-    let provider = "quote\" back\\slash\nnewline".to_string();
+    let provider = "quote\" back\\slash\nnewline";
+    let names = [provider];
     for e in [
         ProxyError::Transport {
-            provider: provider.clone(),
+            provider: ProviderId::new(0),
             error: TransportError::Timeout { sent: true },
         },
         ProxyError::Status {
-            provider: provider.clone(),
+            provider: ProviderId::new(0),
             status: 502,
         },
         ProxyError::BadResponse {
-            provider: provider.clone(),
+            provider: ProviderId::new(0),
             why: InvalidResponse::Malformed,
         },
     ] {
-        let d = error_data(&e).unwrap();
+        let d = error_data(&e, &names[..]).unwrap();
         assert_eq!(json(&d), serde_json::json!({ "provider": provider }), "{e:?}");
     }
 }
@@ -139,7 +150,7 @@ fn prism_refusals_carry_no_data() {
             message: "bad".into(),
         },
     ] {
-        assert_eq!(error_data(&e), None, "{e:?}");
+        assert_eq!(error_data(&e, NO_NAMES), None, "{e:?}");
     }
 }
 
@@ -152,11 +163,11 @@ fn every_proxy_error_makes_a_valid_reply_with_its_code() {
             retry_after_ms: 10,
         },
         ProxyError::WriteOutcomeUnknown {
-            provider: "p".into(),
+            provider: ProviderId::new(0),
             tx: TxRef::Hash("0x1".into()),
         },
         ProxyError::Transport {
-            provider: "p".into(),
+            provider: ProviderId::new(0),
             error: TransportError::Connect("refused \"x\"".into()),
         },
         ProxyError::Rejected {
@@ -170,13 +181,18 @@ fn every_proxy_error_makes_a_valid_reply_with_its_code() {
             &mut out,
             Some(b"9"),
             e.code(),
-            &e.to_string(),
-            error_data(&e).as_deref(),
+            &e.shown(&["p"][..]).to_string(),
+            error_data(&e, &["p"][..]).as_deref(),
         );
         let (id, error) = error_reply(&out);
         assert_eq!(id, 9);
         assert_eq!(error["code"], e.code());
-        assert_eq!(error["message"], e.to_string());
+        assert_eq!(error["message"], e.shown(&["p"][..]).to_string());
+        if let Some(data) = error_data(&e, &["p"][..]) {
+            if json(&data).get("provider").is_some() {
+                assert_eq!(json(&data)["provider"], "p", "the provider is named, not numbered");
+            }
+        }
     }
 }
 

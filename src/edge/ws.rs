@@ -22,7 +22,7 @@ use super::envelope::Envelope;
 use super::keys::KeyEntry;
 use super::network::Network;
 use super::reply::{write_answer, write_error};
-use super::rpc::{handle_body, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
+use super::rpc::{handle_body, write_proxy_error, write_throttled, BodyReply, RATE_LIMITED, UNAUTHORIZED};
 use super::shard::Shard;
 use prism_core::subs::{Outbox, Outgoing, SubHub, SubscribeError};
 use prism_core::Caller;
@@ -351,7 +351,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
         if let Some(session) = solana {
             match session.handle(&method, params.as_deref()).await {
                 Ok(result) => write_answer(&mut reply, &id, false, &result),
-                Err(e) => write_error(&mut reply, Some(&id), e.code(), &e.to_string(), None),
+                Err(e) => write_proxy_error(&mut reply, Some(&id), &e, &*network.route),
             }
             return Some(reply);
         }

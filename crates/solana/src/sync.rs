@@ -237,7 +237,7 @@ impl SolanaRoute {
                 "delegation status unknown: the base layer refused the record read",
             )),
             CallOutcome::Failed(e) => {
-                tracing::warn!(network = %self.net.name, account = %entry.account, error = %e, "delegation record read failed");
+                tracing::warn!(network = %self.net.name, account = %entry.account, error = %e.shown(&*self.route), "delegation record read failed");
                 Err(ProxyError::NotServed(
                     "delegation status unknown: the base layer did not answer",
                 ))

@@ -15,7 +15,9 @@ use crate::live::finality::tag_of;
 use crate::live::marks::MarkKey;
 use crate::routing::route::NetworkRoute;
 
-/// One call and what it means on its network, for as long as the balancer works on it.
+/// One call and what it means on its network, for as long as the balancer works on it. `Copy`: a stage that
+/// sends it with another deadline or to fewer providers makes its own (`CallCtx { deadline, ..*cx }`).
+#[derive(Clone, Copy)]
 pub struct CallCtx<'a, 'c> {
     /// The call as the client sent it (its method and params are forwarded byte for byte).
     pub call: &'a Call<'c>,

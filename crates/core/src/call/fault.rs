@@ -4,10 +4,14 @@
 //! [`Fault::next`], and nowhere else. (The transport's one silent retry of a request on a reused keep-alive
 //! connection that turned out dead happens below this, before any byte reached a provider.)
 
-use prism_config::{RetryOn, RetryPolicy};
+use std::time::Duration;
+
+use prism_config::{Jitter, RetryOn, RetryPolicy};
 
 use super::outcome::{CallOutcome, ProxyError, TxRef};
+use crate::judge::classify::Class;
 use crate::judge::Failure;
+use prism_wire::rpc::ProviderId;
 
 /// A failed attempt at one provider.
 pub struct Fault {
@@ -20,6 +24,9 @@ pub struct Fault {
     pub retry_on: Option<RetryOn>,
     /// The node's own JSON-RPC error, returned as it came if nothing better comes.
     pub node_answer: Option<CallOutcome>,
+    /// Whose fault, as the judge (or blame memory) settled it: the provider's failure, throttle or quota
+    /// (what its breaker and health count), or a transport class.
+    pub class: Class,
 }
 
 /// What the retry loop does after a [`Fault`].
@@ -35,7 +42,13 @@ pub enum Next {
 
 impl Fault {
     /// What the judge found when nothing usable came back from `provider`.
-    pub fn judged(failure: Failure, provider: String, sent: bool, retry_on: Option<RetryOn>) -> Fault {
+    pub fn judged(
+        failure: Failure,
+        provider: ProviderId,
+        class: Class,
+        sent: bool,
+        retry_on: Option<RetryOn>,
+    ) -> Fault {
         let error = match failure {
             Failure::Transport(error) => ProxyError::Transport { provider, error },
             Failure::Status(status) => ProxyError::Status { provider, status },
@@ -46,6 +59,7 @@ impl Fault {
             sent,
             retry_on,
             node_answer: None,
+            class,
         }
     }
 
@@ -58,6 +72,7 @@ impl Fault {
             sent,
             retry_on,
             node_answer,
+            class: _,
         } = self;
         if write && sent {
             // The provider answered (a 429 too: it has seen the write, and "rate limited" does not prove it
@@ -86,6 +101,20 @@ impl Fault {
     }
 }
 
+/// Exponential backoff for the `n`-th retry (1-based): full jitter draws from [0, cap].
+pub(super) fn backoff(policy: &RetryPolicy, n: u32) -> Duration {
+    let cap = policy
+        .base_delay_ms
+        .saturating_mul(1u64 << (n - 1).min(20))
+        .min(policy.max_delay_ms);
+    let ms = match policy.jitter {
+        Jitter::Full => fastrand::u64(0..=cap),
+        Jitter::Equal => cap / 2 + fastrand::u64(0..=cap / 2),
+        Jitter::None => cap,
+    };
+    Duration::from_millis(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,24 +123,26 @@ mod tests {
     fn lost(sent: bool) -> Fault {
         Fault {
             error: ProxyError::Transport {
-                provider: "p".into(),
+                provider: ProviderId::new(0),
                 error: TransportError::Reset { sent },
             },
             sent,
             retry_on: Some(RetryOn::ConnectionReset),
             node_answer: None,
+            class: Class::ProviderFailure,
         }
     }
 
     fn throttled() -> Fault {
         Fault {
             error: ProxyError::Status {
-                provider: "p".into(),
+                provider: ProviderId::new(0),
                 status: 429,
             },
             sent: true,
             retry_on: Some(RetryOn::Status429),
             node_answer: Some(CallOutcome::result(b"\"node's own\"".to_vec())),
+            class: Class::Throttled,
         }
     }
 
@@ -124,7 +155,7 @@ mod tests {
         let policy = RetryPolicy::default();
         match lost(true).next(true, true, &policy, tx) {
             Next::End(CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, tx })) => {
-                assert_eq!(provider, "p");
+                assert_eq!(provider, ProviderId::new(0));
                 assert!(matches!(tx, TxRef::Hash(h) if h == "0xabc"));
             }
             _ => panic!("a write whose answer was lost ends with 'outcome unknown'"),
@@ -177,5 +208,27 @@ mod tests {
             throttled().next(false, false, &policy, tx),
             Next::End(CallOutcome::Answer { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_capped_and_jittered() {
+        let policy = prism_config::RetryPolicy::default();
+        for n in 1..10 {
+            let cap = (120u64 << (n - 1)).min(2000);
+            for _ in 0..50 {
+                assert!(backoff(&policy, n).as_millis() as u64 <= cap);
+            }
+        }
+        let none = prism_config::RetryPolicy {
+            jitter: Jitter::None,
+            ..Default::default()
+        };
+        assert_eq!(backoff(&none, 1), Duration::from_millis(120));
+        assert_eq!(backoff(&none, 6), Duration::from_millis(2000));
     }
 }

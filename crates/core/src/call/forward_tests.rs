@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::judge::blame::{Blame, BlameKey};
 use crate::live::state::NetworkLive;
 use crate::routing::route::{SubmitLimits, Upstream};
 use crate::routing::router::ProviderStatic;
 use prism_config::testing::network;
+use prism_config::Jitter;
 use prism_config::{BreakerPolicy, Endpoint, RetryOn, RetryPolicy};
 use prism_telemetry::metrics::ShardMetrics;
 use prism_telemetry::recorder::Recorder;
@@ -292,7 +294,7 @@ fn a_write_whose_answer_is_lost_is_never_sent_again() {
             provider,
             tx: TxRef::Hash(hash),
         }) => {
-            assert_eq!(provider, "p0");
+            assert_eq!(provider, ProviderId::new(0));
             assert_eq!(Some(hash), raw_tx_hash(Some(RAW_TX.as_bytes())));
         }
         other => panic!("a lost write answer says so, with its hash: {other:?}"),

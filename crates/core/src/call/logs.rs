@@ -21,16 +21,16 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use prism_transport::TransportError;
-use prism_wire::rpc::methods::MethodInfo;
 use prism_wire::rpc::{Call, ProviderId};
 
-use crate::call::forward::forward_as;
-use crate::call::outcome::{CallOutcome, Caller, ProxyError};
+use crate::call::ctx::CallCtx;
+use crate::call::exchange::Live;
+use crate::call::forward::{forward_as, forward_with};
+use crate::call::outcome::{CallOutcome, ProxyError};
 use crate::judge::classify::{classify_rpc_error, Class};
 use crate::routing::route::NetworkRoute;
 pub use crate::routing::route::{DeclaredLimits, LogsSettings};
@@ -44,29 +44,19 @@ pub const MAX_PARTS: u32 = 4096;
 const TOO_LARGE: i32 = -32005;
 
 /// Answers an `eth_getLogs`, split to fit the providers' limits when it must be.
-pub async fn get_logs(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
+pub async fn get_logs(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
+    let (call, caller) = (cx.call, cx.caller);
     let head = route
         .live
         .best_head
         .load(Ordering::Relaxed)
         .max(route.live.marks.get(caller.mark));
     let (Some(span), Some(params)) = (Span::of(call.params, head), call.params) else {
-        return forward_as(route, call, info, caller, deadline, ids).await;
+        return forward_with(&Live, route, cx).await;
     };
     let split = Split {
         route,
-        call,
-        info,
-        caller,
-        deadline,
-        ids,
+        cx,
         params,
         sent: Cell::new(0),
     };
@@ -95,11 +85,8 @@ pub async fn get_logs(
 /// One client call being split.
 struct Split<'a, 'c> {
     route: &'a NetworkRoute,
-    call: &'a Call<'c>,
-    info: MethodInfo,
-    caller: &'a Caller,
-    deadline: Instant,
-    ids: &'a Cell<u64>,
+    /// The client's call (its facts: `core::call::ctx`).
+    cx: &'a CallCtx<'a, 'c>,
     params: &'a [u8],
     /// Upstream calls made so far (see [`MAX_PARTS`]).
     sent: Cell<u32>,
@@ -134,7 +121,7 @@ impl Split<'_, '_> {
         let mut results = u64::MAX;
         for i in ProviderId::all(route.upstreams.len()) {
             let live = &route.live.providers()[i];
-            if !i.is_in(self.caller.providers) || live.retired.load(Ordering::Relaxed) {
+            if !i.is_in(self.cx.caller.providers) || live.retired.load(Ordering::Relaxed) {
                 continue;
             }
             let declared = route.logs.declared.get(i.index()).copied().unwrap_or_default();
@@ -249,11 +236,19 @@ impl Split<'_, '_> {
             None => Some(Cow::Borrowed(self.params)),
         };
         let sub = Call {
-            id: self.call.id,
+            id: self.cx.call.id,
             method: Cow::Borrowed("eth_getLogs"),
             params: params.as_deref(),
         };
-        let outcome = forward_as(self.route, &sub, self.info, self.caller, self.deadline, self.ids).await;
+        let outcome = forward_as(
+            self.route,
+            &sub,
+            self.cx.info,
+            self.cx.caller,
+            self.cx.deadline,
+            self.cx.ids,
+        )
+        .await;
         match outcome {
             CallOutcome::Answer {
                 body,
@@ -296,8 +291,10 @@ impl Split<'_, '_> {
             CallOutcome::Failed(e) => CallOutcome::Failed(ProxyError::Rejected {
                 code: e.code(),
                 message: format!(
-                    "eth_getLogs split into block ranges to fit providers' limits: blocks {}..={} failed: {e}",
-                    part.from, part.to
+                    "eth_getLogs split into block ranges to fit providers' limits: blocks {}..={} failed: {}",
+                    part.from,
+                    part.to,
+                    e.shown(self.route)
                 ),
             }),
             answer => answer,

@@ -97,7 +97,8 @@ impl CallOutcome {
     }
 }
 
-/// Why Prism could not get an answer.
+/// Why Prism could not get an answer. A provider is named by its [`ProviderId`] in the network's route (no
+/// name is copied on a failure); [`ProxyError::shown`] names it when the message is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProxyError {
     /// Every provider's breaker is open (or none is usable): answered at once.
@@ -106,20 +107,20 @@ pub enum ProxyError {
         retry_after_ms: u64,
     },
     Transport {
-        provider: String,
+        provider: ProviderId,
         error: TransportError,
     },
     Status {
-        provider: String,
+        provider: ProviderId,
         status: u16,
     },
     BadResponse {
-        provider: String,
+        provider: ProviderId,
         why: InvalidResponse,
     },
     /// A write was sent and its answer lost (timeout, reset, broken answer): it may or may not have landed.
     WriteOutcomeUnknown {
-        provider: String,
+        provider: ProviderId,
         tx: TxRef,
     },
     /// The method cannot be served this way (e.g. subscriptions over HTTP).
@@ -132,7 +133,7 @@ pub enum ProxyError {
     },
     /// A verified read: the providers asked answered differently (`core::call::verify`).
     Disagreement {
-        providers: Vec<String>,
+        providers: Vec<ProviderId>,
         /// The block they were asked at, when Prism pinned one.
         block: Option<u64>,
     },
@@ -143,7 +144,7 @@ pub enum ProxyError {
     },
     /// The key spent its fair share of the only usable provider's quota (`core::live::quota`): not sent.
     OverShare {
-        provider: String,
+        provider: ProviderId,
         retry_after_ms: u64,
     },
 }
@@ -216,9 +217,47 @@ pub enum TxRef {
     Method,
 }
 
-impl std::fmt::Display for ProxyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// The providers of one network by [`ProviderId`]: what turns an error's ids into the names its message
+/// shows (`NetworkRoute` is one; a test may use a list of names).
+pub trait ProviderNames {
+    fn provider_name(&self, p: ProviderId) -> &str;
+}
+
+impl<S: AsRef<str>> ProviderNames for [S] {
+    fn provider_name(&self, p: ProviderId) -> &str {
+        self.get(p.index()).map_or("?", AsRef::as_ref)
+    }
+}
+
+impl ProxyError {
+    /// The message the client sees, with providers named by `names` (the route the call went through).
+    pub fn shown<'a, N: ProviderNames + ?Sized>(&'a self, names: &'a N) -> Shown<'a, N> {
+        Shown { error: self, names }
+    }
+
+    /// The provider this error names, if it names one.
+    pub fn provider(&self) -> Option<ProviderId> {
         match self {
+            ProxyError::Transport { provider, .. }
+            | ProxyError::Status { provider, .. }
+            | ProxyError::BadResponse { provider, .. }
+            | ProxyError::WriteOutcomeUnknown { provider, .. }
+            | ProxyError::OverShare { provider, .. } => Some(*provider),
+            _ => None,
+        }
+    }
+}
+
+/// A [`ProxyError`] with the names of its network's providers at hand: its `Display` is the client's message.
+pub struct Shown<'a, N: ?Sized> {
+    error: &'a ProxyError,
+    names: &'a N,
+}
+
+impl<N: ProviderNames + ?Sized> std::fmt::Display for Shown<'_, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = self.names;
+        match self.error {
             ProxyError::AllDown { .. } => f.write_str("No healthy upstream available"),
             ProxyError::Transport {
                 error: TransportError::Timeout { .. },
@@ -240,7 +279,14 @@ impl std::fmt::Display for ProxyError {
             ProxyError::Unsupported(why) | ProxyError::NotServed(why) => f.write_str(why),
             ProxyError::Rejected { message, .. } => f.write_str(message),
             ProxyError::Disagreement { providers, block } => {
-                write!(f, "Providers disagree: {} answered this verified read differently", providers.join(", "))?;
+                f.write_str("Providers disagree: ")?;
+                for (i, p) in providers.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(names.provider_name(*p))?;
+                }
+                f.write_str(" answered this verified read differently")?;
                 match block {
                     Some(b) => write!(f, " at block 0x{b:x}"),
                     None => Ok(()),
@@ -248,7 +294,8 @@ impl std::fmt::Display for ProxyError {
             }
             ProxyError::OverShare { provider, .. } => write!(
                 f,
-                "Quota share exceeded: this key has used its fair share of provider {provider}'s quota and no other provider is usable; retry after data.retryAfterMs"
+                "Quota share exceeded: this key has used its fair share of provider {}'s quota and no other provider is usable; retry after data.retryAfterMs",
+                names.provider_name(*provider)
             ),
             ProxyError::ShortOfQuorum { answered, quorum } => write!(
                 f,

@@ -11,9 +11,10 @@ use prism_wire::rpc::Call;
 
 use crate::call::ctx::CallCtx;
 use crate::call::exchange::Live;
-use crate::call::forward::{forward_with, revealed_head};
+use crate::call::forward::forward_with;
 use crate::call::outcome::{CallOutcome, Caller, ProxyError, Source};
 use crate::call::submit::{submit, Submission};
+use crate::call::verdict::revealed_head;
 use crate::live::marks::MarkKey;
 use crate::reuse::cache::{answer_cacheable, request_pin, Anchor, Proof};
 use crate::reuse::canon::canonical_key;
@@ -29,6 +30,8 @@ pub async fn forward(
     ids: &Cell<u64>,
 ) -> CallOutcome {
     let info = route.declared.lookup(&call.method);
+    // The call's block, head, tag and mark are worked out once here, for every stage after.
+    let cx = CallCtx::new(route, call, info, caller, deadline, ids);
     match info.kind {
         Kind::Local => {
             if let Some(answer) = local_answer(route, info.id) {
@@ -42,19 +45,17 @@ pub async fn forward(
         }
         Kind::Write => {
             if let Some(kind) = Submission::of(info.id) {
-                return submit(route, call, info, kind, caller, deadline, ids).await;
+                return submit(route, &cx, kind).await;
             }
         }
         Kind::Unknown => route.recorder.metrics().unknown_method(),
         // A key's verified reads: several providers, one pinned block, no cache or dedupe.
         // Boxed: rare, and inline its state would enlarge every call's future.
         Kind::Read if caller.verify.covers(&call.method) => {
-            return Box::pin(crate::call::verify::verified(route, call, info, caller, deadline, ids)).await;
+            return Box::pin(crate::call::verify::verified(route, &cx)).await;
         }
         _ => {}
     }
-    // The call's block, head, tag and mark are worked out once here for the cache, dedupe and the retry loop.
-    let cx = CallCtx::new(route, call, info, caller, deadline, ids);
     if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
         if let Some(key) = canonical_key(&call.method, &info, call.params) {
             return reuse_or_forward(route, &cx, key).await;
@@ -66,7 +67,7 @@ pub async fn forward(
 /// The retry loop, or for `eth_getLogs` `core::call::logs` (split to fit providers' limits, through the same loop).
 async fn send(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
     if cx.info.id == MethodId::GetLogs {
-        return crate::call::logs::get_logs(route, cx.call, cx.info, cx.caller, cx.deadline, cx.ids).await;
+        return crate::call::logs::get_logs(route, cx).await;
     }
     forward_with(&Live, route, cx).await
 }

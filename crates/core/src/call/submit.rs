@@ -32,13 +32,15 @@ use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
 use prism_wire::rpc::Call;
 use prism_wire::rpc::ProviderId;
 
-use crate::call::forward::forward_as;
+use crate::call::ctx::CallCtx;
+use crate::call::exchange::Live;
+use crate::call::forward::{forward_as, forward_with};
 use crate::call::outcome::{CallOutcome, Caller, How, ProxyError, TxRef};
 use crate::call::txhash::raw_tx_hash;
 use crate::judge::classify::{classify_rpc_error_in, submission_says, Class, SubmissionSays};
 use crate::routing::route::NetworkRoute;
 pub use crate::routing::route::SubmitLimits;
-use prism_wire::rpc::methods::{MethodId, MethodInfo};
+use prism_wire::rpc::methods::MethodId;
 use prism_wire::rpc::wire::write_upstream_call;
 
 /// Beyond a sync submission's own wait: the node's answer still has to travel.
@@ -94,35 +96,30 @@ pub fn sync_deadline(params: Option<&[u8]>, limits: &SubmitLimits, deadline: Ins
 }
 
 /// Sends an EVM submission whose hash Prism can compute, then settles what its answer leaves open.
-pub async fn submit(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    kind: Submission,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    let Some(hash) = raw_tx_hash(call.params) else {
+pub async fn submit(route: &NetworkRoute, cx: &CallCtx<'_, '_>, kind: Submission) -> CallOutcome {
+    let params = cx.call.params;
+    let Some(hash) = raw_tx_hash(params) else {
         // Not a raw transaction (the node will say why): nothing to look up.
-        return forward_as(route, call, info, caller, deadline, ids).await;
+        return forward_with(&Live, route, cx).await;
     };
     let started = Instant::now();
     let deadline = match kind {
-        Submission::Sync => sync_deadline(call.params, &route.submit, deadline, started),
-        Submission::Raw => deadline,
+        Submission::Sync => sync_deadline(params, &route.submit, cx.deadline, started),
+        Submission::Raw => cx.deadline,
     };
-    let send_by = send_deadline(deadline, route.submit.lookup);
+    let send = CallCtx {
+        deadline: send_deadline(deadline, route.submit.lookup),
+        ..*cx
+    };
     let (out, emulated) = match kind {
-        Submission::Sync => send_sync(route, call, info, caller, send_by, ids).await,
-        Submission::Raw => (forward_as(route, call, info, caller, send_by, ids).await, false),
+        Submission::Sync => send_sync(route, &send).await,
+        Submission::Raw => (forward_with(&Live, route, &send).await, false),
     };
-    let metrics = route.recorder.metrics();
-    let mut lookup = Lookup {
+    let lookup = Lookup {
         route,
-        caller,
+        caller: cx.caller,
         hash: &hash,
-        ids,
+        ids: cx.ids,
         sent_to: None,
     };
     match out {
@@ -131,77 +128,96 @@ pub async fn submit(
         CallOutcome::Answer {
             is_error: false, how, ..
         } if emulated => {
-            lookup.sent_to = how.provider;
-            let receipt = lookup.receipt(started + sync_wait(call.params, &route.submit)).await;
-            metrics.sync_emulated(receipt.is_some());
-            receipt.map_or_else(|| not_included(&hash), |r| r.with_how(|h| *h = how))
+            lookup
+                .emulated_receipt(how, started + sync_wait(params, &route.submit))
+                .await
         }
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, .. }) => {
-            lookup.sent_to = route
-                .upstreams
-                .iter()
-                .position(|u| u.name == provider)
-                .map(ProviderId::new);
-            match lookup.poll(kind, deadline).await {
-                Seen::Receipt(answer) => {
-                    metrics.submitted(Submitted::LostFound);
-                    answer
-                }
-                Seen::Known if kind == Submission::Raw => {
-                    metrics.submitted(Submitted::LostFound);
-                    hash_answer(&hash)
-                }
-                Seen::Known => {
-                    metrics.submitted(Submitted::LostFound);
-                    not_included(&hash)
-                }
-                Seen::Nothing => {
-                    metrics.submitted(Submitted::LostUnresolved);
-                    CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
-                        provider,
-                        tx: TxRef::Hash(hash),
-                    })
-                }
-            }
+            lookup.lost(provider, kind, deadline).await
         }
         CallOutcome::Answer {
             ref body,
             ref value,
             is_error: true,
             ..
-        } => match submission_says(&body[value.clone()]) {
+        } => {
+            let says = submission_says(&body[value.clone()]);
+            lookup.refused(says, kind, deadline).await.unwrap_or(out)
+        }
+        out => out,
+    }
+}
+
+impl Lookup<'_> {
+    /// An emulated sync submission the provider took: its receipt, waited for until `by`.
+    async fn emulated_receipt(mut self, how: How, by: Instant) -> CallOutcome {
+        self.sent_to = how.provider;
+        let receipt = self.receipt(by).await;
+        self.route.recorder.metrics().sync_emulated(receipt.is_some());
+        receipt.map_or_else(|| not_included(self.hash), |r| r.with_how(|h| *h = how))
+    }
+
+    /// A submission whose answer was lost after it went to `provider`: looked up until `deadline`.
+    async fn lost(mut self, provider: ProviderId, kind: Submission, deadline: Instant) -> CallOutcome {
+        self.sent_to = Some(provider);
+        let metrics = self.route.recorder.metrics();
+        match self.poll(kind, deadline).await {
+            Seen::Receipt(answer) => {
+                metrics.submitted(Submitted::LostFound);
+                answer
+            }
+            Seen::Known if kind == Submission::Raw => {
+                metrics.submitted(Submitted::LostFound);
+                hash_answer(self.hash)
+            }
+            Seen::Known => {
+                metrics.submitted(Submitted::LostFound);
+                not_included(self.hash)
+            }
+            Seen::Nothing => {
+                metrics.submitted(Submitted::LostUnresolved);
+                CallOutcome::Failed(ProxyError::WriteOutcomeUnknown {
+                    provider,
+                    tx: TxRef::Hash(self.hash.to_string()),
+                })
+            }
+        }
+    }
+
+    /// The node refused the submission (`says`): what a client should see instead when the transaction is in
+    /// fact known or mined; `None` keeps the node's own answer.
+    async fn refused(&self, says: SubmissionSays, kind: Submission, deadline: Instant) -> Option<CallOutcome> {
+        let metrics = self.route.recorder.metrics();
+        match says {
             SubmissionSays::AlreadyKnown => {
                 metrics.submitted(Submitted::AlreadyKnown);
-                match kind {
-                    Submission::Raw => hash_answer(&hash),
-                    Submission::Sync => match lookup.poll(kind, deadline).await {
+                Some(match kind {
+                    Submission::Raw => hash_answer(self.hash),
+                    Submission::Sync => match self.poll(kind, deadline).await {
                         Seen::Receipt(answer) => answer,
-                        _ => not_included(&hash),
+                        _ => not_included(self.hash),
                     },
-                }
+                })
             }
-            SubmissionSays::NonceTooLow => match lookup.mined(deadline).await {
-                Some(answer) => {
-                    metrics.submitted(Submitted::MinedBefore);
-                    match kind {
-                        Submission::Sync => answer,
-                        Submission::Raw => hash_answer(&hash),
-                    }
-                }
-                None => out,
-            },
+            SubmissionSays::NonceTooLow => {
+                let answer = self.mined(deadline).await?;
+                metrics.submitted(Submitted::MinedBefore);
+                Some(match kind {
+                    Submission::Sync => answer,
+                    Submission::Raw => hash_answer(self.hash),
+                })
+            }
             SubmissionSays::Underpriced if kind == Submission::Raw => {
-                match lookup.round("eth_getTransactionByHash", deadline).await {
-                    Seen::Nothing => out,
+                match self.round("eth_getTransactionByHash", deadline).await {
+                    Seen::Nothing => None,
                     _ => {
                         metrics.submitted(Submitted::AlreadyKnown);
-                        hash_answer(&hash)
+                        Some(hash_answer(self.hash))
                     }
                 }
             }
-            SubmissionSays::Underpriced | SubmissionSays::Other => out,
-        },
-        out => out,
+            SubmissionSays::Underpriced | SubmissionSays::Other => None,
+        }
     }
 }
 
@@ -209,27 +225,22 @@ pub async fn submit(
 /// `eth_sendRawTransaction` to one that lacks it. A provider that answers the method "not found" never took
 /// the transaction: it is learned to lack the method and gets the `eth_sendRawTransaction` (it alone: one
 /// submission, one upstream). Returns the answer and whether it was emulated.
-async fn send_sync(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    caller: &Caller,
-    send_by: Instant,
-    ids: &Cell<u64>,
-) -> (CallOutcome, bool) {
+async fn send_sync(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> (CallOutcome, bool) {
     let now_ms = prism_telemetry::clock::now_ms();
+    let (call, caller) = (cx.call, cx.caller);
     let native = route.sync.native(now_ms) & caller.providers;
     let emulate_at = if usable(route, native, now_ms) {
-        let out = forward_as(
+        let native_caller = Caller {
+            providers: native,
+            ..*caller
+        };
+        let out = forward_with(
+            &Live,
             route,
-            call,
-            info,
-            &Caller {
-                providers: native,
-                ..*caller
+            &CallCtx {
+                caller: &native_caller,
+                ..*cx
             },
-            send_by,
-            ids,
         )
         .await;
         let refused_by = match &out {
@@ -273,8 +284,8 @@ async fn send_sync(
             providers: emulate_at,
             ..*caller
         },
-        send_by,
-        ids,
+        cx.deadline,
+        cx.ids,
     )
     .await;
     (out, true)

@@ -20,7 +20,6 @@
 //!   answer came from one provider). Writes are never verified (`prism check` refuses them).
 //! - `prism_verified_reads_total{outcome}`.
 
-use std::cell::Cell;
 use std::ops::Range;
 use std::time::Instant;
 
@@ -28,7 +27,7 @@ use futures_util::future::join_all;
 
 use prism_telemetry::metrics::Verified;
 use prism_wire::jsonscan::{elements, hex_quantity, object_field, skip_ws};
-use prism_wire::rpc::methods::{block_ref, BlockRef, Family, MethodId, MethodInfo, BY_HASH};
+use prism_wire::rpc::methods::{BlockRef, Family, MethodId, BY_HASH};
 use prism_wire::rpc::{Call, ProviderId};
 
 use crate::call::ctx::CallCtx;
@@ -75,31 +74,44 @@ impl Vote {
 }
 
 /// Answers a verified read (see the module doc).
-#[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
-pub async fn verified(
-    route: &NetworkRoute,
-    call: &Call<'_>,
-    info: MethodInfo,
-    caller: &Caller,
-    deadline: Instant,
-    ids: &Cell<u64>,
-) -> CallOutcome {
-    let metrics = route.recorder.metrics();
-    let quorum = usize::from(caller.verify.quorum.max(2));
+pub async fn verified(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
+    let quorum = usize::from(cx.caller.verify.quorum.max(2));
     let now = prism_telemetry::clock::now_ms();
-    let ranked = ranked(route, caller, info.family, now);
-    let mark = route.live.marks.get(caller.mark);
-    // The block every provider answers at.
-    let block = block_ref(&info, call.params);
+    let ranked = ranked(route, cx.caller, cx.info.family, now);
+    let (params, block) = match pin(route, cx, &ranked, quorum) {
+        Ok(pinned) => pinned,
+        Err(refused) => return refused,
+    };
+    let pinned = Call {
+        id: cx.call.id,
+        method: cx.call.method.clone(),
+        params: params.as_deref().or(cx.call.params),
+    };
+    let (votes, asked) = match poll(route, cx, &pinned, &ranked, quorum, now).await {
+        Ok(answer) => return answer,
+        Err(short) => short,
+    };
+    short_of_quorum(route, cx, votes, asked, quorum, block)
+}
+
+/// The params every provider is asked with, pinned to one block (`None`: the client's own, which name
+/// one already), and the block shown in a disagreement; or why the read cannot be verified now.
+fn pin(
+    route: &NetworkRoute,
+    cx: &CallCtx<'_, '_>,
+    ranked: &[ProviderId],
+    quorum: usize,
+) -> Result<(Option<Vec<u8>>, Option<u64>), CallOutcome> {
+    let (call, info, block) = (cx.call, cx.info, cx.block);
     let pending = info
         .block_param
         .and_then(|i| call.params.and_then(|p| prism_wire::jsonscan::nth_element(p, i)))
         == Some(&b"\"pending\""[..]);
     if pending {
-        return CallOutcome::Failed(ProxyError::Rejected {
+        return Err(CallOutcome::Failed(ProxyError::Rejected {
             code: -32602,
             message: "A verified read cannot read the pending state (each provider's pool differs): read at latest or a block number".into(),
-        });
+        }));
     }
     let heads = ranked.iter().take(quorum).map(|&p| {
         route.live.providers()[p]
@@ -116,52 +128,54 @@ pub async fn verified(
     };
     let params = match pin {
         Some(0) if !logs => {
-            return CallOutcome::Failed(ProxyError::NotServed(
+            return Err(CallOutcome::Failed(ProxyError::NotServed(
                 "A verified read needs a block every provider has, and no head is known yet; retry shortly",
-            ))
+            )))
         }
-        Some(n) if matches!(block, BlockRef::Latest) && n < mark => {
-            return CallOutcome::Failed(ProxyError::NotServed(
+        Some(n) if matches!(block, BlockRef::Latest) && n < route.live.marks.get(cx.caller.mark) => {
+            return Err(CallOutcome::Failed(ProxyError::NotServed(
                 "Every provider is behind the newest block this client has already seen; retry shortly",
-            ))
+            )))
         }
         Some(n) if logs => call
             .params
-            .and_then(|p| Span::of(Some(p), n).and_then(|s| sub_params(p, s)))
-            .map(Some)
-            .unwrap_or(None),
+            .and_then(|p| Span::of(Some(p), n).and_then(|s| sub_params(p, s))),
         Some(n) => match pin_param(call.params, info.block_param, n) {
             Some(p) => Some(p),
             None => {
-                return CallOutcome::Failed(ProxyError::Rejected {
+                return Err(CallOutcome::Failed(ProxyError::Rejected {
                     code: -32602,
                     message: "Invalid params: the block parameter of a verified read could not be pinned".into(),
-                })
+                }))
             }
         },
         None => None,
     };
-    let pinned = Call {
-        id: call.id,
-        method: call.method.clone(),
-        params: params.as_deref().or(call.params),
-    };
-    let shown_block = pin.filter(|&n| n > 0);
+    Ok((params, pin.filter(|&n| n > 0)))
+}
 
-    let one = |p: ProviderId| {
-        let pinned = &pinned;
-        async move {
-            let started = Instant::now();
-            let at = Caller {
-                providers: p.bit(),
-                verify: VerifyRule::OFF,
-                ..*caller
-            };
-            let out = forward_with(&Live, route, &CallCtx::new(route, pinned, info, &at, deadline, ids)).await;
-            (p, out, started.elapsed().as_micros() as u64)
-        }
+/// Asks `quorum` providers of `ranked` the `pinned` call, more while answers are missing (a provider without
+/// the block, or failing) and up to [`SETTLERS`] more to settle a disagreement. `Ok`: the quorum agreed;
+/// `Err`: the votes it came to short of that, and how many providers were asked.
+async fn poll(
+    route: &NetworkRoute,
+    cx: &CallCtx<'_, '_>,
+    pinned: &Call<'_>,
+    ranked: &[ProviderId],
+    quorum: usize,
+    now: u64,
+) -> Result<CallOutcome, (Vec<Vote>, u32)> {
+    let one = |p: ProviderId| async move {
+        let started = Instant::now();
+        let at = Caller {
+            providers: p.bit(),
+            verify: VerifyRule::OFF,
+            ..*cx.caller
+        };
+        let asked = CallCtx::new(route, pinned, cx.info, &at, cx.deadline, cx.ids);
+        let out = forward_with(&Live, route, &asked).await;
+        (p, out, started.elapsed().as_micros() as u64)
     };
-
     let mut votes: Vec<Vote> = Vec::new();
     let mut next = ranked.iter().copied();
     let mut want = quorum;
@@ -174,14 +188,14 @@ pub async fn verified(
         }
         asked += batch.len() as u32;
         for (p, out, latency_us) in join_all(batch.into_iter().map(one)).await {
-            votes.push(vote(route, &pinned, p, out, latency_us, &votes));
+            votes.push(vote(route, pinned, p, out, latency_us, &votes));
         }
         let tally = Tally::of(&votes);
         if tally.best >= quorum {
             let settled = tally.groups > 1;
-            return agreed(route, info.family, votes, tally, settled, asked, now);
+            return Ok(agreed(route, cx.info.family, votes, tally, settled, asked, now));
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= cx.deadline {
             break;
         }
         want = if tally.groups > 1 {
@@ -194,23 +208,35 @@ pub async fn verified(
             quorum - tally.best
         };
     }
+    Err((votes, asked))
+}
+
+/// No quorum: the providers disagreed (`-32097`, naming them and the `block`), or too few answered
+/// (`-32096`, or with `when_short = "unverified"` the first answer there is).
+fn short_of_quorum(
+    route: &NetworkRoute,
+    cx: &CallCtx<'_, '_>,
+    votes: Vec<Vote>,
+    asked: u32,
+    quorum: usize,
+    block: Option<u64>,
+) -> CallOutcome {
+    let metrics = route.recorder.metrics();
     let tally = Tally::of(&votes);
     if tally.groups > 1 {
         metrics.verified(Verified::Disagreed);
-        let names: Vec<&str> = votes
+        let providers: Vec<ProviderId> = votes
             .iter()
             .filter_map(|v| match v {
-                Vote::Answer { p, .. } => Some(route.upstreams[*p].name.as_str()),
+                Vote::Answer { p, .. } => Some(*p),
                 Vote::None => None,
             })
             .collect();
-        tracing::warn!(network = %route.name, method = %call.method, providers = ?names, block = ?shown_block, "verified read: providers disagree");
-        return CallOutcome::Failed(ProxyError::Disagreement {
-            providers: names.iter().map(|n| n.to_string()).collect(),
-            block: shown_block,
-        });
+        let names: Vec<&str> = providers.iter().map(|&p| route.upstreams[p].name.as_str()).collect();
+        tracing::warn!(network = %route.name, method = %cx.call.method, providers = ?names, block = ?block, "verified read: providers disagree");
+        return CallOutcome::Failed(ProxyError::Disagreement { providers, block });
     }
-    if tally.best > 0 && caller.verify.unverified_when_short {
+    if tally.best > 0 && cx.caller.verify.unverified_when_short {
         metrics.verified(Verified::Unverified);
         let first = votes.into_iter().find(|v| v.bytes().is_some());
         if let Some(Vote::Answer {

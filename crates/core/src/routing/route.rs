@@ -205,6 +205,12 @@ impl Newest {
     }
 }
 
+impl crate::call::outcome::ProviderNames for NetworkRoute {
+    fn provider_name(&self, p: ProviderId) -> &str {
+        self.upstreams.get(p.index()).map_or("?", |u| u.name.as_str())
+    }
+}
+
 impl NetworkRoute {
     /// What this shard's calls of `family` in flight, and their recent answers, say about each provider
     /// now (`core::live::inflight`): fills `out` in place. A provider is stalled (the last tier, whatever the
