@@ -15,7 +15,7 @@ use prism::core::live::inflight::Pressure;
 use prism::core::live::state::NetworkLive;
 use prism::core::methods::{lookup, Family};
 use prism::core::reuse::canon::canonical_key;
-use prism::core::routing::router::{choose, Ask, ProviderStatic};
+use prism::core::routing::router::{choose, Ask, Draw, Pool, ProviderStatic};
 use prism::edge::keys::KeyRing;
 use prism::rpc::ProviderId;
 use prism::telemetry::snapshot::{NetworkHealth, ProviderHealth};
@@ -84,14 +84,15 @@ fn routing(c: &mut Criterion) {
             b.iter(|| {
                 rotation += 1;
                 black_box(choose(
-                    &statics,
-                    &live,
-                    &health,
+                    &Pool {
+                        statics: &statics,
+                        live: &live,
+                        health: &health,
+                        pressure: &Pressure::NONE,
+                        now_ms: 1000,
+                    },
                     black_box(&ask),
-                    &Pressure::NONE,
-                    1000,
-                    rotation,
-                    0.5,
+                    Draw { rotation, dice: 0.5 },
                 ))
             })
         });

@@ -14,7 +14,7 @@ use prism_core::judge::{judge, Judged};
 use prism_core::live::breaker::BreakerState;
 use prism_core::live::slots::SlotChange;
 use prism_core::live::state::{ChainCheck, HeadVerdict, MAX_HEIGHT};
-use prism_core::routing::route::NetworkRoute;
+use prism_core::routing::route::{Heard, NetworkRoute};
 use prism_runtime::Shutdown;
 use prism_telemetry::cause::{warn_change, Origin, Reason};
 use prism_telemetry::clock::now_ms;
@@ -304,7 +304,17 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
             Err(miss) => *miss,
         };
         let class = miss.class;
-        route.note_outcome(i, Family::Light, class, miss.reason, latency_us, by, now_ms());
+        route.note_outcome(
+            i,
+            Heard {
+                family: Family::Light,
+                class,
+                reason: miss.reason,
+                latency_us,
+                by,
+                now: now_ms(),
+            },
+        );
         if class == Class::Success {
             probe_slot(route, i, id + (1 << 40)).await;
         }
@@ -323,7 +333,17 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         Ok(verdict) => {
             // An implausible head is an answer (the breaker is not the place for it): the provider is an
             // outlier until its heads are plausible again, and its head and the pool's stay as they were.
-            route.note_outcome(i, Family::Light, Class::Success, None, latency_us, by, now_ms());
+            route.note_outcome(
+                i,
+                Heard {
+                    family: Family::Light,
+                    class: Class::Success,
+                    reason: None,
+                    latency_us,
+                    by,
+                    now: now_ms(),
+                },
+            );
             if verdict == HeadVerdict::Implausible {
                 return;
             }
@@ -338,6 +358,16 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         }
         // Throttled parks without counting, failures count, anything else ends a half-open probe undecided:
         // the same rules as for client traffic.
-        Err(miss) => route.note_outcome(i, Family::Light, miss.class, miss.reason, latency_us, by, now_ms()),
+        Err(miss) => route.note_outcome(
+            i,
+            Heard {
+                family: Family::Light,
+                class: miss.class,
+                reason: miss.reason,
+                latency_us,
+                by,
+                now: now_ms(),
+            },
+        ),
     }
 }

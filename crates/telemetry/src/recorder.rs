@@ -21,6 +21,17 @@ pub struct Delta {
     pub sample: Sample,
 }
 
+/// One attempt at a provider as the recorder counts it: its latency family and latency, how health sees it,
+/// why it failed or was throttled, and whether it was a probe (counted apart from client traffic).
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt {
+    pub family: Family,
+    pub latency_us: u64,
+    pub result: AttemptResult,
+    pub reason: Option<Reason>,
+    pub probe: bool,
+}
+
 /// Per-shard samples, indexed `[network][provider][family]`.
 pub struct Recorder {
     samples: RefCell<Vec<Vec<Vec<Sample>>>>,
@@ -52,17 +63,14 @@ impl Recorder {
 
     /// One attempt at `provider` (client traffic or, `probe`, a health probe) and how health sees it, with
     /// the reason when it failed or was throttled.
-    #[allow(clippy::too_many_arguments)]
-    pub fn record(
-        &self,
-        network: usize,
-        provider: ProviderId,
-        family: Family,
-        latency_us: u64,
-        outcome: AttemptResult,
-        reason: Option<Reason>,
-        probe: bool,
-    ) {
+    pub fn record(&self, network: usize, provider: ProviderId, attempt: Attempt) {
+        let Attempt {
+            family,
+            latency_us,
+            result: outcome,
+            reason,
+            probe,
+        } = attempt;
         self.metrics
             .attempt(network, provider, outcome, latency_us, reason, probe);
         let mut samples = self.samples.borrow_mut();

@@ -13,6 +13,7 @@ use crate::call::outcome::CallOutcome;
 use crate::call::verdict::Verdict;
 use crate::judge::blame::{Blame, BlameKey};
 use crate::judge::classify::Class;
+use crate::routing::route::Heard;
 
 /// An unknown error waiting for a second opinion: who answered it, how fast, and the answer itself.
 pub(super) struct Dispute {
@@ -47,12 +48,14 @@ impl<E: Exchange> Attempts<'_, '_, E> {
             // The second provider's unknown error is not asked of a third: nobody's.
             route.note_outcome(
                 j,
-                self.cx.info.family,
-                Class::UserError,
-                None,
-                latency_us,
-                Origin::Client,
-                self.ex.now_ms(),
+                Heard {
+                    family: self.cx.info.family,
+                    class: Class::UserError,
+                    reason: None,
+                    latency_us,
+                    by: Origin::Client,
+                    now: self.ex.now_ms(),
+                },
             );
         }
         let blamed = matches!(blame, Some(Blame::Provider(_)));
@@ -65,12 +68,14 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let reason = blamed.then_some(Reason::RpcError);
         route.note_outcome(
             d.provider,
-            self.cx.info.family,
-            first,
-            reason,
-            d.latency_us,
-            Origin::Client,
-            now,
+            Heard {
+                family: self.cx.info.family,
+                class: first,
+                reason,
+                latency_us: d.latency_us,
+                by: Origin::Client,
+                now,
+            },
         );
         route.blame.settle(d.key, blame, now);
         route.recorder.metrics().settled(how);
@@ -87,12 +92,14 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let now = self.ex.now_ms();
         self.route.note_outcome(
             d.provider,
-            self.cx.info.family,
-            Class::UserError,
-            None,
-            d.latency_us,
-            Origin::Client,
-            now,
+            Heard {
+                family: self.cx.info.family,
+                class: Class::UserError,
+                reason: None,
+                latency_us: d.latency_us,
+                by: Origin::Client,
+                now,
+            },
         );
         self.route.blame.settle(d.key, None, now);
         self.route.recorder.metrics().settled(how);

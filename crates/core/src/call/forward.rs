@@ -41,8 +41,8 @@ use crate::judge::classify::Class;
 use crate::judge::judge;
 use crate::live::inflight::Pressure;
 use crate::reuse::cache::named_block;
-use crate::routing::route::NetworkRoute;
-use crate::routing::router::{choose, Ask, Choice};
+use crate::routing::route::{Heard, NetworkRoute};
+use crate::routing::router::{choose, Ask, Choice, Draw, Pool};
 use prism_wire::rpc::methods::{HeadHint, Kind, MethodInfo};
 
 pub use crate::call::outcome::{CallOutcome, Caller, How, ProxyError, Source, TxRef, WRITE_OUTCOME_UNKNOWN};
@@ -143,14 +143,18 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             let mut pressure = route.pressure.borrow_mut();
             self.ask.stalled = route.pressure(cx.info.family, now, &mut pressure);
             choose(
-                &route.statics,
-                &route.live,
-                &route.live.health.load(),
+                &Pool {
+                    statics: &route.statics,
+                    live: &route.live,
+                    health: &route.live.health.load(),
+                    pressure: &pressure,
+                    now_ms: now,
+                },
                 &self.ask,
-                &pressure,
-                now,
-                route.next_rotation_for(cx.caller.strategy),
-                dice,
+                Draw {
+                    rotation: route.next_rotation_for(cx.caller.strategy),
+                    dice,
+                },
             )
         };
         match choice {
@@ -259,7 +263,17 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         // head.
         if class != Class::Unknown {
             let reason = reason.or((class == Class::ProviderFailure).then_some(Reason::BadHead));
-            route.note_outcome(i, family, class, reason, latency_us, Origin::Client, done_ms);
+            route.note_outcome(
+                i,
+                Heard {
+                    family,
+                    class,
+                    reason,
+                    latency_us,
+                    by: Origin::Client,
+                    now: done_ms,
+                },
+            );
         }
         if !matches!(class, Class::Throttled | Class::QuotaExhausted) {
             route.upstreams[i].observe_latency(family, latency_us, done_ms);
@@ -332,18 +346,19 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         ControlFlow::Continue(())
     }
     fn all_down(&self, now: u64) -> CallOutcome {
-        match crate::routing::router::choose(
-            &self.route.statics,
-            &self.route.live,
-            &self.route.live.health.load(),
+        match choose(
+            &Pool {
+                statics: &self.route.statics,
+                live: &self.route.live,
+                health: &self.route.live.health.load(),
+                pressure: &Pressure::NONE,
+                now_ms: now,
+            },
             &Ask {
                 exclude: !self.cx.caller.providers,
                 ..self.ask
             },
-            &Pressure::NONE,
-            now,
-            0,
-            0.0,
+            Draw { rotation: 0, dice: 0.0 },
         ) {
             Choice::AllDown { open, retry_after_ms } => CallOutcome::Failed(ProxyError::AllDown {
                 providers_open: open,
@@ -419,14 +434,15 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
         }
     }
     choose(
-        &route.statics,
-        live,
-        &live.health.load(),
+        &Pool {
+            statics: &route.statics,
+            live,
+            health: &live.health.load(),
+            pressure: &Pressure::NONE,
+            now_ms: now,
+        },
         ask,
-        &Pressure::NONE,
-        now,
-        0,
-        0.0,
+        Draw { rotation: 0, dice: 0.0 },
     )
 }
 

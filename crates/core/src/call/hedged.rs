@@ -9,7 +9,7 @@ use prism_wire::rpc::ProviderId;
 
 use crate::call::attempts::Attempts;
 use crate::call::exchange::Exchange;
-use crate::routing::router::{choose, Choice};
+use crate::routing::router::{choose, Choice, Draw, Pool};
 use prism_wire::rpc::methods::Kind;
 
 /// One (possibly hedged) exchange.
@@ -123,14 +123,18 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let mut pressure = route.pressure.borrow_mut();
         ask.stalled = route.pressure(self.cx.info.family, now, &mut pressure);
         match choose(
-            &route.statics,
-            &route.live,
-            &route.live.health.load(),
+            &Pool {
+                statics: &route.statics,
+                live: &route.live,
+                health: &route.live.health.load(),
+                pressure: &pressure,
+                now_ms: now,
+            },
             &ask,
-            &pressure,
-            now,
-            route.next_rotation(),
-            fastrand::f64(),
+            Draw {
+                rotation: route.next_rotation(),
+                dice: fastrand::f64(),
+            },
         ) {
             Choice::Provider(j) => Some(j),
             _ => None,

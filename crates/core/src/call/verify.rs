@@ -36,8 +36,8 @@ use crate::call::forward::forward_with;
 use crate::call::logs::range::{sub_params, Span};
 use crate::call::outcome::{CallOutcome, Caller, ProxyError};
 use crate::judge::classify::{classify_rpc_error_in, Class};
-use crate::routing::route::NetworkRoute;
-use crate::routing::router::{choose, Ask, Choice};
+use crate::routing::route::{Heard, NetworkRoute};
+use crate::routing::router::{choose, Ask, Choice, Draw, Pool};
 
 pub use crate::call::outcome::{DISAGREEMENT, SHORT_OF_QUORUM};
 pub use crate::call::verify_rule::{VerifyRule, MAX_QUORUM};
@@ -317,12 +317,14 @@ fn agreed(
                     tracing::warn!(network = %route.name, provider = %route.upstreams[*p].name, "verified read: provider outvoted by the others; counted as a failure");
                     route.note_outcome(
                         *p,
-                        family,
-                        Class::ProviderFailure,
-                        Some(prism_telemetry::cause::Reason::Outvoted),
-                        *latency_us,
-                        prism_telemetry::cause::Origin::Client,
-                        now,
+                        Heard {
+                            family,
+                            class: Class::ProviderFailure,
+                            reason: Some(prism_telemetry::cause::Reason::Outvoted),
+                            latency_us: *latency_us,
+                            by: prism_telemetry::cause::Origin::Client,
+                            now,
+                        },
                     );
                 }
             }
@@ -418,14 +420,18 @@ fn ranked(route: &NetworkRoute, caller: &Caller, family: Family, now: u64) -> Ve
     ask.stalled = route.pressure(family, now, &mut pressure);
     let mut order = Vec::new();
     while let Choice::Provider(p) = choose(
-        &route.statics,
-        live,
-        &health,
+        &Pool {
+            statics: &route.statics,
+            live,
+            health: &health,
+            pressure: &pressure,
+            now_ms: now,
+        },
         &ask,
-        &pressure,
-        now,
-        route.next_rotation(),
-        fastrand::f64(),
+        Draw {
+            rotation: route.next_rotation(),
+            dice: fastrand::f64(),
+        },
     ) {
         // Only providers that are usable now: `choose` falls back to open or parked ones never, but
         // to stalled and over-quota ones last, which is the order wanted here.

@@ -22,7 +22,7 @@ use prism_config::RetryPolicy;
 use prism_runtime::Shutdown;
 use prism_telemetry::cause::{warn_change, Origin, Reason};
 use prism_telemetry::metrics::AttemptResult;
-use prism_telemetry::recorder::Recorder;
+use prism_telemetry::recorder::{Attempt, Recorder};
 use prism_transport::UpstreamPool;
 use prism_wire::rpc::methods::{Declared, Family};
 use prism_wire::rpc::ProviderId;
@@ -205,6 +205,22 @@ impl Newest {
     }
 }
 
+/// What one exchange with a provider came to, as its health hears of it ([`NetworkRoute::note_outcome`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Heard {
+    /// The latency family of the call (its window).
+    pub family: Family,
+    /// What the judge made of it: success, the provider's failure, throttled, the caller's error...
+    pub class: Class,
+    /// Why it failed or was throttled (`telemetry::cause`), when known.
+    pub reason: Option<Reason>,
+    pub latency_us: u64,
+    /// Client traffic or a probe (and whether the single half-open probe).
+    pub by: Origin,
+    /// The exchange's end on `telemetry::clock` (ms).
+    pub now: u64,
+}
+
 impl crate::call::outcome::ProviderNames for NetworkRoute {
     fn provider_name(&self, p: ProviderId) -> &str {
         self.upstreams.get(p.index()).map_or("?", |u| u.name.as_str())
@@ -333,22 +349,29 @@ impl NetworkRoute {
     /// (probes are counted apart) and whether it is the single half-open probe, for which an answer that is
     /// neither success nor failure ends the probe without a verdict. `now` is the exchange's end on
     /// `telemetry::clock` (the caller read the clock for the latency already).
-    #[allow(clippy::too_many_arguments)]
-    pub fn note_outcome(
-        &self,
-        i: ProviderId,
-        family: Family,
-        class: Class,
-        reason: Option<Reason>,
-        latency_us: u64,
-        by: Origin,
-        now: u64,
-    ) {
+    pub fn note_outcome(&self, i: ProviderId, heard: Heard) {
+        let Heard {
+            family,
+            class,
+            reason,
+            latency_us,
+            by,
+            now,
+        } = heard;
         let p = &self.live.providers()[i];
         let result = class.attempt_result();
         let reason = reason.filter(|_| matches!(result, AttemptResult::Failed | AttemptResult::Throttled));
-        self.recorder
-            .record(self.index, i, family, latency_us, result, reason, by.is_probe());
+        self.recorder.record(
+            self.index,
+            i,
+            Attempt {
+                family,
+                latency_us,
+                result,
+                reason,
+                probe: by.is_probe(),
+            },
+        );
         if p.quota_leased.load(Ordering::Relaxed) && self.statics[i].credits.is_none() {
             p.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }

@@ -62,7 +62,17 @@ fn score_prefers_fast_and_healthy() {
     // p1 is fastest but fails half its calls; p2 wins.
     for r in 0..10 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 1, r, 0.5),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1
+                },
+                &ask(),
+                Draw { rotation: r, dice: 0.5 }
+            ),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -73,7 +83,19 @@ fn near_ties_share_traffic() {
     let l = live(3);
     let h = health(&[10_000, 10_100, 50_000], &[(1, 0), (1, 0), (1, 0)]);
     let picks: Vec<_> = (0..4)
-        .map(|r| choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 1, r, 0.5))
+        .map(|r| {
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1,
+                },
+                &ask(),
+                Draw { rotation: r, dice: 0.5 },
+            )
+        })
         .collect();
     assert!(
         picks.contains(&Choice::Provider(ProviderId::new(0))) && picks.contains(&Choice::Provider(ProviderId::new(1)))
@@ -93,7 +115,17 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &ask(), &Pressure::NONE, 10, r, 0.3),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 10
+                },
+                &ask(),
+                Draw { rotation: r, dice: 0.3 }
+            ),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -101,7 +133,17 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         exclude: 1 << 2,
         ..ask()
     };
-    match choose(&statics(3), &l, &h, &a, &Pressure::NONE, 10, 0, 0.3) {
+    match choose(
+        &Pool {
+            statics: &statics(3),
+            live: &l,
+            health: &h,
+            pressure: &Pressure::NONE,
+            now_ms: 10,
+        },
+        &a,
+        Draw { rotation: 0, dice: 0.3 },
+    ) {
         Choice::AllDown { open, retry_after_ms } => {
             assert_eq!(open, 1);
             assert_eq!(retry_after_ms, 15_000 - 6);
@@ -113,7 +155,17 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 10, 0, 0.3),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 10
+            },
+            &a,
+            Draw { rotation: 0, dice: 0.3 }
+        ),
         Choice::Exhausted
     );
 }
@@ -128,7 +180,17 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
     };
     for r in 0..6 {
         assert_eq!(
-            choose(&statics(3), &l, &h, &stalled, &Pressure::NONE, 1, r, 0.5),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1
+                },
+                &stalled,
+                Draw { rotation: r, dice: 0.5 }
+            ),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -138,7 +200,17 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
         ..ask()
     };
     assert!(matches!(
-        choose(&statics(3), &l, &h, &all, &Pressure::NONE, 1, 0, 0.5),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &all,
+            Draw { rotation: 0, dice: 0.5 }
+        ),
         Choice::Provider(_)
     ));
 }
@@ -149,9 +221,21 @@ fn score_counts_calls_in_flight_and_their_age() {
     let h = health(&[1_000, 1_000, 1_000], &[(10, 0), (10, 0), (10, 0)]);
     let picks = |p: &Pressure| -> Vec<usize> {
         (0..6)
-            .map(|r| match choose(&statics(3), &l, &h, &ask(), p, 1, r, 0.5) {
-                Choice::Provider(i) => i.index(),
-                c => panic!("{c:?}"),
+            .map(|r| {
+                match choose(
+                    &Pool {
+                        statics: &statics(3),
+                        live: &l,
+                        health: &h,
+                        pressure: p,
+                        now_ms: 1,
+                    },
+                    &ask(),
+                    Draw { rotation: r, dice: 0.5 },
+                ) {
+                    Choice::Provider(i) => i.index(),
+                    c => panic!("{c:?}"),
+                }
             })
             .collect()
     };
@@ -185,12 +269,32 @@ fn overflow_only_when_nothing_else() {
     s[0].overflow = true;
     let h = health(&[1, 100_000], &[(0, 0), (0, 0)]);
     assert_eq!(
-        choose(&s, &l, &h, &ask(), &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &s,
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &ask(),
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(1))
     );
     l.providers()[1].park_until(1_000);
     assert_eq!(
-        choose(&s, &l, &h, &ask(), &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &s,
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &ask(),
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -204,13 +308,33 @@ fn high_water_mark_keeps_deep_providers() {
     let h = health(&[50, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
     let a = Ask { min_head: 99, ..ask() };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &a,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody reaches the mark: the deepest is used.
     let a = Ask { min_head: 500, ..ask() };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &a,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(0))
     );
     let a = Ask {
@@ -219,7 +343,17 @@ fn high_water_mark_keeps_deep_providers() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &a,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(1))
     );
 }
@@ -234,7 +368,19 @@ fn strategies_use_the_same_candidates() {
         ..ask()
     };
     let picks: Vec<_> = (0..4)
-        .map(|r| choose(&statics(3), &l, &h, &rr, &Pressure::NONE, 1, r, 0.0))
+        .map(|r| {
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1,
+                },
+                &rr,
+                Draw { rotation: r, dice: 0.0 },
+            )
+        })
         .collect();
     assert_eq!(
         picks,
@@ -250,7 +396,20 @@ fn strategies_use_the_same_candidates() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &random, &Pressure::NONE, 1, 0, 0.99),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &random,
+            Draw {
+                rotation: 0,
+                dice: 0.99
+            }
+        ),
         Choice::Provider(ProviderId::new(1))
     );
     let weighted = Ask {
@@ -261,8 +420,20 @@ fn strategies_use_the_same_candidates() {
     s[0].weight = 3.0;
     let zeros = (0..1000)
         .filter(|k| {
-            choose(&s, &l, &h, &weighted, &Pressure::NONE, 1, 0, *k as f64 / 1000.0)
-                == Choice::Provider(ProviderId::new(0))
+            choose(
+                &Pool {
+                    statics: &s,
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1,
+                },
+                &weighted,
+                Draw {
+                    rotation: 0,
+                    dice: *k as f64 / 1000.0,
+                },
+            ) == Choice::Provider(ProviderId::new(0))
         })
         .count();
     assert!((700..=800).contains(&zeros), "{zeros}");
@@ -285,17 +456,47 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     for r in 0..8 {
         // Below both floors: only the archive node p2, slow as it is.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(400), &Pressure::NONE, 1, r, 0.0),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1
+                },
+                &at(400),
+                Draw { rotation: r, dice: 0.0 }
+            ),
             Choice::Provider(ProviderId::new(2))
         );
         // Between them: p1 has it and beats p2.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(700), &Pressure::NONE, 1, r, 0.0),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1
+                },
+                &at(700),
+                Draw { rotation: r, dice: 0.0 }
+            ),
             Choice::Provider(ProviderId::new(1))
         );
         // Above every floor: by score.
         assert_eq!(
-            choose(&statics(3), &l, &h, &at(5_000), &Pressure::NONE, 1, r, 0.0),
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1
+                },
+                &at(5_000),
+                Draw { rotation: r, dice: 0.0 }
+            ),
             Choice::Provider(ProviderId::new(0))
         );
     }
@@ -303,7 +504,17 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     let mut st = statics(3);
     st[2].overflow = true;
     assert_eq!(
-        choose(&st, &l, &h, &at(400), &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &st,
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &at(400),
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(2))
     );
     // Nobody else usable: the pruned ones are still asked (their answer may say more than nothing).
@@ -312,7 +523,17 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
         ..at(400)
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &a,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -335,7 +556,19 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     let picks: Vec<_> = (0..6)
-        .map(|r| choose(&statics(3), &l, &h, &a, &Pressure::NONE, 1, r, 0.0))
+        .map(|r| {
+            choose(
+                &Pool {
+                    statics: &statics(3),
+                    live: &l,
+                    health: &h,
+                    pressure: &Pressure::NONE,
+                    now_ms: 1,
+                },
+                &a,
+                Draw { rotation: r, dice: 0.0 },
+            )
+        })
         .collect();
     assert!(!picks.contains(&Choice::Provider(ProviderId::new(0))), "{picks:?}");
     assert!(
@@ -347,7 +580,17 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &f, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &f,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody at the wanted value: the highest.
@@ -357,7 +600,17 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(&statics(3), &l, &h, &high, &Pressure::NONE, 1, 0, 0.0),
+        choose(
+            &Pool {
+                statics: &statics(3),
+                live: &l,
+                health: &h,
+                pressure: &Pressure::NONE,
+                now_ms: 1
+            },
+            &high,
+            Draw { rotation: 0, dice: 0.0 }
+        ),
         Choice::Provider(ProviderId::new(2))
     );
 }
