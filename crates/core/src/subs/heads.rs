@@ -20,8 +20,10 @@
 //! delivered, and a topic that moves to another provider starts from what was delivered (a provider behind
 //! repeats heights already delivered with the same hashes: dropped).
 
+use super::fan_out::{fan_out, Frame};
 use super::hub::Topic;
-use super::{fan_out, fetch, logs, Frame, MAX_BACKFILL_HEADS};
+use super::read::fetch;
+use super::{logs, MAX_BACKFILL_HEADS};
 use crate::live::chain::{Hash, Named};
 use crate::reuse::cache::named_block;
 use crate::routing::route::NetworkRoute;

@@ -13,8 +13,10 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::fan_out::{fan_out, Frame};
 use super::hub::Topic;
-use super::{fan_out, fetch, Frame, TopicKind, MAX_BACKFILL_HEADS};
+use super::read::fetch;
+use super::{TopicKind, MAX_BACKFILL_HEADS};
 use crate::live::chain::{parse_hash, Hash};
 use crate::routing::route::NetworkRoute;
 use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
