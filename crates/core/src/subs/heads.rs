@@ -137,6 +137,9 @@ fn record(route: &NetworkRoute, b: &Named) {
     }
 }
 
+/// Blocks from a head back towards the delivered chain, oldest first, each with its bytes.
+type Branch = Vec<(Named, Vec<u8>)>;
+
 /// Links one head to the delivered chain and delivers what that makes deliverable.
 async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
     let Some(head) = named(&result) else {
@@ -160,21 +163,7 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
     // Anything else abandons a held reorg (the node moved on to another chain; this head says which).
     topic.pending.borrow_mut().clear();
     let Some(top) = topic.top() else {
-        // Nothing delivered yet: a head at or above where the topic started is delivered (at it: the node
-        // replaced its head block since). Its parent is the head the topic started on: a reorg from there
-        // links to it.
-        record(route, &head);
-        if let (Some(parent), Some(below)) = (head.parent, head.number.checked_sub(1)) {
-            topic.push_delivered(&Named {
-                number: below,
-                hash: parent,
-                parent: None,
-            });
-        }
-        topic.push_delivered(&head);
-        if head.number >= topic.watermark.get() {
-            deliver_block(route, topic, &head, &result, false);
-        }
+        start(route, topic, &head, &result);
         return;
     };
     if head.parent.is_none() {
@@ -185,8 +174,47 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
         }
         return;
     }
-    // Walk back by parent hash to a block delivered before: the fork. The cache proves nothing meanwhile.
-    // Walking past the oldest head remembered is a reorg deeper than that: all of it is replaced.
+    let (branch, linked) = walk_to_fork(route, topic, head, result).await;
+    // Oldest first, so a reorg reaches the record at its fork, exactly.
+    for (b, _) in &branch {
+        record(route, b);
+    }
+    topic.resolving.set(false);
+    if linked {
+        deliver_linked(route, topic, branch, top);
+    } else {
+        // No block delivered before is its ancestor within reach: heights above the delivered ones are
+        // delivered in order (as before there were reorgs); anything else is a provider behind.
+        for (b, bytes) in branch.iter().filter(|(b, _)| b.number > top) {
+            topic.push_delivered(b);
+            deliver_block(route, topic, b, bytes, false);
+        }
+    }
+}
+
+/// The first head since nothing was delivered: one at or above where the topic started is delivered (at
+/// it: the node replaced its head block since). Its parent is the head the topic started on: a reorg from
+/// there links to it.
+fn start(route: &NetworkRoute, topic: &Topic, head: &Named, result: &[u8]) {
+    record(route, head);
+    if let (Some(parent), Some(below)) = (head.parent, head.number.checked_sub(1)) {
+        topic.push_delivered(&Named {
+            number: below,
+            hash: parent,
+            parent: None,
+        });
+    }
+    topic.push_delivered(head);
+    if head.number >= topic.watermark.get() {
+        deliver_block(route, topic, head, result, false);
+    }
+}
+
+/// Walks back from `head` by parent hash to a block delivered before: the fork. The cache proves nothing
+/// meanwhile (`resolving`, which the caller clears once the branch is recorded). Walking past the oldest
+/// head remembered is a reorg deeper than that: all of it is replaced. Returns the branch, oldest first,
+/// and whether it links to the delivered chain.
+async fn walk_to_fork(route: &NetworkRoute, topic: &Topic, head: Named, result: Vec<u8>) -> (Branch, bool) {
     let mut branch = vec![(head, result)];
     let linked = loop {
         let b = branch[0].0;
@@ -216,20 +244,12 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
             _ => break false,
         }
     };
-    // Oldest first, so a reorg reaches the record at its fork, exactly.
-    for (b, _) in &branch {
-        record(route, b);
-    }
-    topic.resolving.set(false);
-    if !linked {
-        // No block delivered before is its ancestor within reach: heights above the delivered ones are
-        // delivered in order (as before there were reorgs); anything else is a provider behind.
-        for (b, bytes) in branch.iter().filter(|(b, _)| b.number > top) {
-            topic.push_delivered(b);
-            deliver_block(route, topic, b, bytes, false);
-        }
-        return;
-    }
+    (branch, linked)
+}
+
+/// A branch linked to the delivered chain (`top`: the height delivered): a reorg when its fork is below
+/// `top` (logs topics learn it at once), delivered now when it reaches `top`, else held until it does.
+fn deliver_linked(route: &NetworkRoute, topic: &Topic, branch: Branch, top: u64) {
     let fork = branch[0].0.number.saturating_sub(1);
     if fork < top {
         tracing::info!(network = %route.name, fork, replaced = top - fork, "reorg announced: replaced heights are delivered again");
