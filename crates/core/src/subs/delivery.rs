@@ -37,7 +37,7 @@ impl Topic {
                 .values()
                 .filter(|t| t.kind == TopicKind::Logs)
             {
-                t.backfilling.set(true);
+                t.logs.backfilling.set(true);
                 let _ = t.inbox.borrow().push(Inbound::Resubscribed);
             }
         }
@@ -45,8 +45,8 @@ impl Topic {
         route.recorder.metrics().ws_topic_rebuilt();
         let fresh = LocalQueue::new(TOPIC_INBOX);
         *self.inbox.borrow_mut() = fresh.clone();
-        self.backfilling.set(self.kind == TopicKind::Logs);
-        self.linked.set(false);
+        self.logs.backfilling.set(self.kind == TopicKind::Logs);
+        self.heads.linked.set(false);
         spawn_delivery(route, self, false);
         let _ = fresh.push(Inbound::Resubscribed);
     }

@@ -44,49 +44,47 @@ pub fn parse_upstream_frame(text: &[u8]) -> UpstreamFrame<'_> {
 }
 
 pub(super) fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &[u8]) {
-    let (id, upstream) =
-        match parse_upstream_frame(text) {
-            UpstreamFrame::Notification { subscription, result } => {
-                let key = link.by_upstream.borrow().get(subscription).cloned();
-                if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
-                    if topic.kind == TopicKind::NewHeads {
-                        if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
-                            // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
-                            if !route.live.observe_head(link.provider, n).accepted() {
-                                return;
-                            }
+    let (id, upstream) = match parse_upstream_frame(text) {
+        UpstreamFrame::Notification { subscription, result } => {
+            let key = link.by_upstream.borrow().get(subscription).cloned();
+            if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
+                if topic.kind == TopicKind::NewHeads {
+                    if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
+                        // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
+                        if !route.live.observe_head(link.provider, n).accepted() {
+                            return;
                         }
                     }
-                    // A log goes through the heads feed's delivery when the feed reads the same socket: the order
-                    // of heads and logs is then the node's (`logs::in_order`).
-                    let feed =
-                        match topic.kind {
-                            TopicKind::Logs => route.subs.heads.borrow().clone().filter(|h| {
-                                h.provider.get() == Some(link.provider) && h.upstream_id.borrow().is_some()
-                            }),
-                            _ => None,
-                        };
-                    match feed {
-                        Some(heads) => heads.hand_over(route, Inbound::Log(topic, result.to_vec())),
-                        None => topic.hand_over(route, Inbound::Item(result.to_vec())),
-                    }
                 }
-                return;
+                // A log goes through the heads feed's delivery when the feed reads the same socket: the order
+                // of heads and logs is then the node's (`logs::in_order`).
+                let feed = match topic.kind {
+                    TopicKind::Logs => route.subs.heads.borrow().clone().filter(|h| {
+                        h.upstream.provider.get() == Some(link.provider) && h.upstream.id.borrow().is_some()
+                    }),
+                    _ => None,
+                };
+                match feed {
+                    Some(heads) => heads.hand_over(route, Inbound::Log(topic, result.to_vec())),
+                    None => topic.hand_over(route, Inbound::Item(result.to_vec())),
+                }
             }
-            UpstreamFrame::Reply { id, subscription } => (id, subscription),
-            UpstreamFrame::Ignored => return,
-        };
+            return;
+        }
+        UpstreamFrame::Reply { id, subscription } => (id, subscription),
+        UpstreamFrame::Ignored => return,
+    };
     let Some(key) = link.pending.borrow_mut().remove(&id) else {
         return;
     };
     let Some(upstream) = upstream else {
         tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription; trying another provider");
         let topic = route.subs.topics.borrow().get(&key).cloned();
-        if let Some(topic) = topic.filter(|t| t.provider.get() == Some(link.provider)) {
-            topic.refused.borrow_mut().push(link.provider);
-            let refused = topic.refused.borrow().clone();
+        if let Some(topic) = topic.filter(|t| t.upstream.provider.get() == Some(link.provider)) {
+            topic.upstream.refused.borrow_mut().push(link.provider);
+            let refused = topic.upstream.refused.borrow().clone();
             if let Some(next) = pick_ws_provider(route, &refused) {
-                topic.provider.set(Some(next));
+                topic.upstream.provider.set(Some(next));
                 route.subs.link(route, next).subscribe(&key, &topic);
             }
         }
@@ -94,13 +92,13 @@ pub(super) fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &
     };
     let topic = route.subs.topics.borrow().get(&key).cloned();
     match topic {
-        Some(topic) if topic.provider.get() == Some(link.provider) => {
-            *topic.upstream_id.borrow_mut() = Some(upstream.to_string());
+        Some(topic) if topic.upstream.provider.get() == Some(link.provider) => {
+            *topic.upstream.id.borrow_mut() = Some(upstream.to_string());
             link.by_upstream.borrow_mut().insert(upstream.to_string(), key);
             // Live logs from here on wait behind the backfill of what was missed (`logs::release`); heads
             // prove nothing to the cache until the next one is linked to what was delivered.
-            topic.backfilling.set(topic.kind == TopicKind::Logs);
-            topic.linked.set(false);
+            topic.logs.backfilling.set(topic.kind == TopicKind::Logs);
+            topic.heads.linked.set(false);
             topic.hand_over(route, Inbound::Resubscribed);
         }
         // The topic went away (or moved) while subscribing: release the upstream subscription.

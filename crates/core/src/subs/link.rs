@@ -79,7 +79,7 @@ async fn run_link(route: Newest, link: Rc<Link>) {
             .topics
             .borrow()
             .iter()
-            .filter(|(_, t)| t.provider.get() == Some(link.provider))
+            .filter(|(_, t)| t.upstream.provider.get() == Some(link.provider))
             .map(|(k, t)| (k.clone(), t.clone()))
             .collect();
         if assigned.is_empty() && link.failures.get() > 0 {
@@ -120,8 +120,8 @@ async fn run_link(route: Newest, link: Rc<Link>) {
         link.by_upstream.borrow_mut().clear();
         // Replay every topic this provider carries.
         for (key, topic) in r.subs.topics.borrow().iter() {
-            if topic.provider.get() == Some(link.provider) {
-                topic.upstream_id.borrow_mut().take();
+            if topic.upstream.provider.get() == Some(link.provider) {
+                topic.upstream.id.borrow_mut().take();
                 link.subscribe(key, topic);
             }
         }
@@ -145,8 +145,8 @@ async fn run_link(route: Newest, link: Rc<Link>) {
             }
         }
         for topic in r.subs.topics.borrow().values() {
-            if topic.provider.get() == Some(link.provider) {
-                topic.upstream_id.borrow_mut().take();
+            if topic.upstream.provider.get() == Some(link.provider) {
+                topic.upstream.id.borrow_mut().take();
             }
         }
         drop(r);

@@ -3,12 +3,11 @@
 //! clients while the cache or a logs topic needs it (the heads feed).
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use super::delivery::{spawn_delivery, TOPIC_INBOX};
-use super::hub::{SubHub, Subscriber, Topic};
+use super::hub::{HeadsState, LogsState, SubHub, Subscriber, Topic, Upstream};
 use super::supervisor::pick_ws_provider;
 use super::{Outbox, SubscribeError, TopicKind};
 use crate::live::marks::MarkKey;
@@ -86,7 +85,9 @@ impl SubHub {
                 }
                 topic.inbox.borrow().close();
                 route.recorder.metrics().subscription(topic.kind, -1);
-                if let (Some(p), Some(upstream)) = (topic.provider.get(), topic.upstream_id.borrow_mut().take()) {
+                if let (Some(p), Some(upstream)) =
+                    (topic.upstream.provider.get(), topic.upstream.id.borrow_mut().take())
+                {
                     if let Some(link) = hub.links.borrow().get(&p) {
                         link.by_upstream.borrow_mut().remove(&upstream);
                         link.send_unsubscribe(&upstream);
@@ -151,22 +152,13 @@ fn open_topic(
     let topic = Rc::new(Topic {
         kind,
         params: params.to_vec(),
-        provider: Cell::new(Some(provider)),
-        upstream_id: RefCell::new(None),
+        upstream: Upstream::on(provider),
         subscribers: RefCell::new(Vec::new()),
         inbox: RefCell::new(LocalQueue::new(TOPIC_INBOX)),
-        refused: RefCell::new(Vec::new()),
-        watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
-        recent_logs: RefCell::new(VecDeque::new()),
         internal: Cell::new(false),
-        delivered: RefCell::new(VecDeque::new()),
-        pending: RefCell::new(Vec::new()),
-        resolving: Cell::new(false),
-        linked: Cell::new(false),
-        logs: RefCell::new(VecDeque::new()),
-        waiting: RefCell::new(VecDeque::new()),
-        backfilling: Cell::new(false),
-        replaced: RefCell::new(VecDeque::new()),
+        watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
+        heads: HeadsState::default(),
+        logs: LogsState::default(),
     });
     hub.topics.borrow_mut().insert(key.clone(), topic.clone());
     if Some(key.as_slice()) == topic_key(br#"["newHeads"]"#).as_deref() {

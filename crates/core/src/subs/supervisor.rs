@@ -32,25 +32,27 @@ impl SubHub {
                     .map(|(k, t)| (k.clone(), t.clone()))
                     .collect();
                 for (key, topic) in topics {
-                    let Some(p) = topic.provider.get() else { continue };
+                    let Some(p) = topic.upstream.provider.get() else {
+                        continue;
+                    };
                     let link_down = route.subs.links.borrow().get(&p).is_some_and(|l| l.failures.get() >= 3);
                     if usable(&route, p) && !link_down {
                         continue;
                     }
-                    let mut avoid = topic.refused.borrow().clone();
+                    let mut avoid = topic.upstream.refused.borrow().clone();
                     avoid.push(p);
                     let Some(next) = pick_ws_provider(&route, &avoid).filter(|&n| usable(&route, n)) else {
                         continue;
                     };
                     tracing::warn!(network = %route.name, from = %route.upstreams[p].name, to = %route.upstreams[next].name,
                         topic = topic.kind.name(), "moving subscription to a healthy provider");
-                    if let Some(upstream) = topic.upstream_id.borrow_mut().take() {
+                    if let Some(upstream) = topic.upstream.id.borrow_mut().take() {
                         if let Some(link) = route.subs.links.borrow().get(&p) {
                             link.by_upstream.borrow_mut().remove(&upstream);
                             link.send_unsubscribe(&upstream);
                         }
                     }
-                    topic.provider.set(Some(next));
+                    topic.upstream.provider.set(Some(next));
                     route.subs.link(&route, next).subscribe(&key, &topic);
                 }
             }
