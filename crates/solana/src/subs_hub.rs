@@ -33,6 +33,8 @@ pub struct SolHub {
     pub(super) next_link: Cell<u64>,
 }
 
+// === impl SolHub ===
+
 impl SolHub {
     pub fn new(per_socket: usize) -> SolHub {
         SolHub {
@@ -135,6 +137,8 @@ pub(super) struct Upstream {
     pub(super) settled: event_listener::Event,
 }
 
+// === impl Upstream ===
+
 impl Upstream {
     /// Not placed on a socket yet.
     pub(super) fn new() -> Upstream {
@@ -158,6 +162,8 @@ pub(super) struct Gap {
     /// a lost socket is compared with (`observed`).
     pub(super) last: Cell<Option<(u64, u64)>>,
 }
+
+// === impl Topic ===
 
 impl Topic {
     /// Confirmed upstream (now, or before it ended: a signature's may end with its notification before a
@@ -273,6 +279,8 @@ pub struct Link {
     /// Nothing left to carry: it takes no new topic and its task ends.
     pub(super) closing: Cell<bool>,
 }
+
+// === impl Link ===
 
 impl Link {
     pub(super) fn new(id: u64, dest: Dest) -> Rc<Link> {

@@ -37,6 +37,8 @@ pub struct Note {
     pub tail: Vec<u8>,
 }
 
+// === impl Note ===
+
 impl Note {
     /// `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":ID,"result":RESULT}}`.
     pub fn eth_subscription(result: &[u8]) -> Rc<Note> {
@@ -109,6 +111,8 @@ pub(super) struct Upstream {
     /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
     pub(super) refused: RefCell<Vec<ProviderId>>,
 }
+
+// === impl Upstream ===
 
 impl Upstream {
     /// Not subscribed yet, on `provider`.
@@ -183,6 +187,8 @@ pub struct SubHub {
     /// (`SubHub::keep_heads`).
     pub(super) heads_wanted: Cell<bool>,
 }
+
+// === impl SubHub ===
 
 impl SubHub {
     /// The cache wants a heads feed (it kept an answer about a block not yet final).

@@ -18,6 +18,8 @@ use prism_transport::ws::{connect_ws, pump, PumpEnd, Reconnect};
 use prism_wire::rpc::wire::write_json_str;
 use prism_wire::rpc::ProviderId;
 
+// === impl SubHub ===
+
 impl SubHub {
     pub(super) fn link(&self, route: &Rc<NetworkRoute>, provider: ProviderId) -> Rc<Link> {
         if let Some(l) = self.links.borrow().get(&provider) {
@@ -39,6 +41,8 @@ impl SubHub {
         link
     }
 }
+
+// === impl Link ===
 
 impl Link {
     pub(super) fn subscribe(&self, key: &[u8], topic: &Topic) {
