@@ -21,6 +21,7 @@ use prism_wire::rpc::ProviderId;
 // === impl SubHub ===
 
 impl SubHub {
+    /// The shard's link to `provider`, opened (its task started) when there is none yet.
     pub(super) fn link(&self, route: &Rc<NetworkRoute>, provider: ProviderId) -> Rc<Link> {
         if let Some(l) = self.links.borrow().get(&provider) {
             return l.clone();
