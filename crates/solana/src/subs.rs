@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::net::Dest;
 use super::pubkey::Pubkey;
-use super::subs_hub::{topic_key, value_hash, Held, Link, Topic};
+use super::subs_hub::{topic_key, value_hash, Gap, Held, Link, Subject, Topic, Upstream};
 use super::sync::READ;
 use super::table::Status;
 use super::SolanaRoute;
@@ -50,22 +50,19 @@ impl SolanaRoute {
             return t.clone();
         }
         let topic = Rc::new(Topic {
-            key: key.clone(),
-            method: method.to_string(),
-            params: params.to_vec(),
-            account,
-            follows,
+            subject: Subject {
+                key: key.clone(),
+                method: method.to_string(),
+                params: params.to_vec(),
+                account,
+                follows,
+            },
             dest: Cell::new(dest),
-            link: RefCell::new(None),
-            upstream: Cell::new(None),
-            confirmed_once: Cell::new(false),
-            refused: RefCell::new(None),
-            settled: event_listener::Event::new(),
+            upstream: Upstream::new(),
             subscribers: RefCell::new(Vec::new()),
             alive: Cell::new(true),
             held: RefCell::new(None),
-            limbo: Cell::new(false),
-            last: Cell::new(None),
+            gap: Gap::default(),
         });
         self.subs.topics.borrow_mut().insert(key, topic.clone());
         self.route.recorder.metrics().solana(SolanaMetric::Topics, 1);
@@ -96,11 +93,11 @@ impl SolanaRoute {
         }
         self.unplace(topic);
         let mut topics = self.subs.topics.borrow_mut();
-        if topics.get(&topic.key).is_some_and(|t| Rc::ptr_eq(t, topic)) {
-            topics.remove(&topic.key);
+        if topics.get(&topic.subject.key).is_some_and(|t| Rc::ptr_eq(t, topic)) {
+            topics.remove(&topic.subject.key);
         }
         self.route.recorder.metrics().solana(SolanaMetric::Topics, -1);
-        topic.settled.notify(usize::MAX);
+        topic.upstream.settled.notify(usize::MAX);
     }
 
     /// Puts `topic` on a socket of its side with room (a new one when all are full) and subscribes it.
@@ -124,20 +121,20 @@ impl SolanaRoute {
             link
         });
         link.carried.set(link.carried.get() + 1);
-        *topic.link.borrow_mut() = Some(link.clone());
-        topic.upstream.set(None);
+        *topic.upstream.link.borrow_mut() = Some(link.clone());
+        topic.upstream.id.set(None);
         link.subscribe(topic);
     }
 
     /// Takes `topic` off its socket (unsubscribed upstream when it was confirmed); a socket left with
     /// nothing to carry closes.
     fn unplace(&self, topic: &Topic) {
-        let Some(link) = topic.link.borrow_mut().take() else {
+        let Some(link) = topic.upstream.link.borrow_mut().take() else {
             return;
         };
-        if let Some(up) = topic.upstream.take() {
+        if let Some(up) = topic.upstream.id.take() {
             link.by_upstream.borrow_mut().remove(&up);
-            link.unsubscribe(&topic.method, up);
+            link.unsubscribe(&topic.subject.method, up);
         }
         link.carried.set(link.carried.get().saturating_sub(1));
         if link.carried.get() == 0 && !link.closing.replace(true) {
@@ -154,12 +151,12 @@ impl SolanaRoute {
         if topic.dest.get() == dest || !topic.alive.get() {
             return;
         }
-        tracing::debug!(network = %self.net.name, account = ?topic.account, from = self.net.dest_name(topic.dest.get()),
+        tracing::debug!(network = %self.net.name, account = ?topic.subject.account, from = self.net.dest_name(topic.dest.get()),
             to = self.net.dest_name(dest), "subscription follows its account");
         self.unplace(topic);
         topic.dest.set(dest);
         // The other side's slots are another clock.
-        topic.last.set(None);
+        topic.gap.last.set(None);
         self.place(topic);
     }
 
@@ -193,7 +190,7 @@ impl SolanaRoute {
             }
             return;
         }
-        if let Some(key) = topic.account.filter(|_| owned && topic.follows) {
+        if let Some(key) = topic.subject.account.filter(|_| owned && topic.subject.follows) {
             if !self.table.get(&key).is_some_and(|e| e.base_only.get()) {
                 let slot = object_field(result, "context")
                     .and_then(|c| object_field(c, "slot"))
@@ -216,7 +213,7 @@ impl SolanaRoute {
         topic.fan_out(method, result);
         // A signature subscription ends with its one notification (the node drops it too); a "received"
         // notification (no `err` field) is not the end.
-        if topic.method == "signatureSubscribe" && plain_str(method) == Some("signatureNotification") {
+        if topic.subject.method == "signatureSubscribe" && plain_str(method) == Some("signatureNotification") {
             let landed = object_field(result, "value").is_some_and(|v| object_field(v, "err").is_some());
             if landed {
                 self.end_signature(topic);
@@ -227,7 +224,7 @@ impl SolanaRoute {
     /// A signature topic has delivered its notification: every client's subscription ends with it.
     fn end_signature(&self, topic: &Rc<Topic>) {
         // The node dropped it already: nothing to release upstream.
-        if let (Some(up), Some(link)) = (topic.upstream.take(), topic.link.borrow().as_ref()) {
+        if let (Some(up), Some(link)) = (topic.upstream.id.take(), topic.upstream.link.borrow().as_ref()) {
             link.by_upstream.borrow_mut().remove(&up);
         }
         for s in topic.subscribers.borrow_mut().drain(..) {
@@ -242,32 +239,32 @@ impl SolanaRoute {
     pub(super) fn settle(self: &Rc<Self>, topic: &Rc<Topic>, link: &Rc<Link>, up: Option<u64>, why: &str) {
         match up {
             Some(up) => {
-                topic.upstream.set(Some(up));
-                let first = !topic.confirmed_once.replace(true);
+                topic.upstream.id.set(Some(up));
+                let first = !topic.upstream.confirmed_once.replace(true);
                 link.by_upstream.borrow_mut().insert(up, Rc::downgrade(topic));
-                topic.settled.notify(usize::MAX);
-                if topic.limbo.replace(false) {
-                    match topic.account {
+                topic.upstream.settled.notify(usize::MAX);
+                if topic.gap.limbo.replace(false) {
+                    match topic.subject.account {
                         Some(_) => self.read_account(topic, true),
                         None => {
                             let (sol, t) = (self.clone(), topic.clone());
                             spawn(async move { signature_caught_up(&sol, &t).await });
                         }
                     }
-                } else if first && topic.account.is_some() {
+                } else if first && topic.subject.account.is_some() {
                     // What the account is now, so a change missed in a later gap can be told from no change.
                     self.read_account(topic, false);
                 }
             }
             None => {
-                tracing::debug!(network = %self.net.name, method = %topic.method, why, "upstream refused a subscription");
+                tracing::debug!(network = %self.net.name, method = %topic.subject.method, why, "upstream refused a subscription");
                 // Only a first subscription is refused to its clients; one moved to the other side stays (its
                 // next move or the socket's next reconnect retries it).
-                if !topic.confirmed_once.get() {
-                    *topic.refused.borrow_mut() = Some(why.to_string());
+                if !topic.upstream.confirmed_once.get() {
+                    *topic.upstream.refused.borrow_mut() = Some(why.to_string());
                     self.end(topic);
                 }
-                topic.settled.notify(usize::MAX);
+                topic.upstream.settled.notify(usize::MAX);
             }
         }
     }
@@ -376,12 +373,12 @@ const LIMBO_READ_MAX: Duration = Duration::from_secs(30);
 /// subscription too finds the topic ended) and ended. Other topics' next notification is the truth; accounts
 /// are read in batches (`subs_read`, `observed`).
 async fn signature_caught_up(sol: &Rc<SolanaRoute>, topic: &Rc<Topic>) {
-    if topic.method != "signatureSubscribe" {
+    if topic.subject.method != "signatureSubscribe" {
         return;
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     let dest = topic.dest.get();
-    let Some(sig) = nth_element(&topic.params, 0).and_then(plain_str) else {
+    let Some(sig) = nth_element(&topic.subject.params, 0).and_then(plain_str) else {
         return;
     };
     let mut params = Vec::with_capacity(128);
@@ -409,7 +406,7 @@ async fn signature_caught_up(sol: &Rc<SolanaRoute>, topic: &Rc<Topic>) {
     else {
         return;
     };
-    let wanted = nth_element(&topic.params, 1)
+    let wanted = nth_element(&topic.subject.params, 1)
         .and_then(|c| object_field(c, "commitment"))
         .and_then(plain_str)
         .unwrap_or("finalized");
@@ -439,12 +436,12 @@ impl SolanaRoute {
     /// would have notified in the gap). A value older than the last notification, or read for a topic
     /// that moved, ended or lost its socket again, tells nothing.
     pub(super) fn observed(self: &Rc<Self>, topic: &Rc<Topic>, dest: Dest, slot: u64, value: &[u8], catch_up: bool) {
-        if !topic.alive.get() || topic.dest.get() != dest || topic.limbo.get() {
+        if !topic.alive.get() || topic.dest.get() != dest || topic.gap.limbo.get() {
             return;
         }
         let hash = value_hash(value);
-        match topic.last.get() {
-            None => topic.last.set(Some((slot, hash))),
+        match topic.gap.last.get() {
+            None => topic.gap.last.set(Some((slot, hash))),
             Some((s, h)) if s > slot || h == hash || !catch_up => {}
             Some(_) => {
                 let mut note = Vec::with_capacity(48 + value.len());

@@ -33,6 +33,8 @@ pub struct SolHub {
     pub(super) next_link: Cell<u64>,
 }
 
+// === impl SolHub ===
+
 impl SolHub {
     pub fn new(per_socket: usize) -> SolHub {
         SolHub {
@@ -96,6 +98,21 @@ pub(super) struct Held {
 
 /// One upstream subscription and the clients that share it.
 pub struct Topic {
+    /// What it subscribes to; fixed for its life.
+    pub subject: Subject,
+    pub(super) dest: Cell<Dest>,
+    pub(super) upstream: Upstream,
+    pub(super) subscribers: RefCell<Vec<Subscriber>>,
+    pub(super) alive: Cell<bool>,
+    /// While Prism tells whether a base-layer value owned by the delegation program is the account's state:
+    /// the notifications held, in order (method, result, whether it is such a value).
+    pub(super) held: RefCell<Option<Vec<Held>>>,
+    pub(super) gap: Gap,
+}
+
+/// What a topic subscribes to: the upstream call, and the account it follows.
+pub struct Subject {
+    /// Its key in the hub (`topic_key`).
     pub(super) key: Vec<u8>,
     /// e.g. `accountSubscribe`; its notifications are `accountNotification`.
     pub method: String,
@@ -104,20 +121,40 @@ pub struct Topic {
     pub account: Option<Pubkey>,
     /// The account follows its delegation (not a base-only account).
     pub(super) follows: bool,
-    pub(super) dest: Cell<Dest>,
+}
+
+/// A topic's upstream subscription: the socket carrying it and what the upstream said.
+pub(super) struct Upstream {
     pub(super) link: RefCell<Option<Rc<Link>>>,
-    pub(super) upstream: Cell<Option<u64>>,
+    /// The upstream's subscription id, once it confirmed (none again after the socket drops or the topic
+    /// moves).
+    pub(super) id: Cell<Option<u64>>,
     /// Confirmed upstream at least once: a refusal after a move does not end it.
     pub(super) confirmed_once: Cell<bool>,
     /// The upstream refused its first subscription (the reason's text).
     pub(super) refused: RefCell<Option<String>>,
     /// Fired when the upstream confirms or refuses.
     pub(super) settled: event_listener::Event,
-    pub(super) subscribers: RefCell<Vec<Subscriber>>,
-    pub(super) alive: Cell<bool>,
-    /// While Prism tells whether a base-layer value owned by the delegation program is the account's state:
-    /// the notifications held, in order (method, result, whether it is such a value).
-    pub(super) held: RefCell<Option<Vec<Held>>>,
+}
+
+// === impl Upstream ===
+
+impl Upstream {
+    /// Not placed on a socket yet.
+    pub(super) fn new() -> Upstream {
+        Upstream {
+            link: RefCell::new(None),
+            id: Cell::new(None),
+            confirmed_once: Cell::new(false),
+            refused: RefCell::new(None),
+            settled: event_listener::Event::new(),
+        }
+    }
+}
+
+/// What tells an account change missed while the topic's socket was down.
+#[derive(Default)]
+pub(super) struct Gap {
     /// Its socket was lost: once subscribed again, read what may have been missed (`observed`,
     /// `signature_caught_up`).
     pub(super) limbo: Cell<bool>,
@@ -126,11 +163,13 @@ pub struct Topic {
     pub(super) last: Cell<Option<(u64, u64)>>,
 }
 
+// === impl Topic ===
+
 impl Topic {
     /// Confirmed upstream (now, or before it ended: a signature's may end with its notification before a
     /// client that joined it is answered).
     pub fn is_confirmed(&self) -> bool {
-        self.upstream.get().is_some() || (self.confirmed_once.get() && !self.alive.get())
+        self.upstream.id.get().is_some() || (self.upstream.confirmed_once.get() && !self.alive.get())
     }
 
     /// Waits (bounded) until the upstream confirmed or refused the topic. Like a validator, a client's
@@ -139,7 +178,7 @@ impl Topic {
     pub async fn confirmed(&self) -> Result<(), ProxyError> {
         let deadline = Instant::now() + CONFIRM_WITHIN;
         loop {
-            if let Some(why) = self.refused.borrow().clone() {
+            if let Some(why) = self.upstream.refused.borrow().clone() {
                 return Err(ProxyError::Rejected {
                     code: -32602,
                     message: why,
@@ -148,8 +187,8 @@ impl Topic {
             if self.is_confirmed() {
                 return Ok(());
             }
-            let settled = self.settled.listen();
-            if self.is_confirmed() || self.refused.borrow().is_some() {
+            let settled = self.upstream.settled.listen();
+            if self.is_confirmed() || self.upstream.refused.borrow().is_some() {
                 continue;
             }
             if prism_runtime::timeout_at(deadline, settled).await.is_err() {
@@ -190,7 +229,7 @@ impl Topic {
 
     /// Remembers the account value delivered (its slot, a hash of its bytes) for `observed`.
     pub(super) fn note_value(&self, result: &[u8]) {
-        if self.account.is_none() {
+        if self.subject.account.is_none() {
             return;
         }
         let slot = object_field(result, "context")
@@ -198,7 +237,7 @@ impl Topic {
             .and_then(plain_u64)
             .unwrap_or(0);
         let hash = object_field(result, "value").map_or(0, value_hash);
-        self.last.set(Some((slot, hash)));
+        self.gap.last.set(Some((slot, hash)));
     }
 }
 
@@ -241,6 +280,8 @@ pub struct Link {
     pub(super) closing: Cell<bool>,
 }
 
+// === impl Link ===
+
 impl Link {
     pub(super) fn new(id: u64, dest: Dest) -> Rc<Link> {
         Rc::new(Link {
@@ -274,8 +315,8 @@ impl Link {
     }
 
     pub(super) fn subscribe(&self, topic: &Rc<Topic>) {
-        let why = Pending::Subscribe(Rc::downgrade(topic), topic.method.clone());
-        self.send(&topic.method, &topic.params, why);
+        let why = Pending::Subscribe(Rc::downgrade(topic), topic.subject.method.clone());
+        self.send(&topic.subject.method, &topic.subject.params, why);
     }
 
     pub(super) fn unsubscribe(&self, subscribe_method: &str, upstream: u64) {
@@ -285,7 +326,12 @@ impl Link {
 
     /// Whether `topic` is carried by this socket now.
     pub(super) fn carries(self: &Rc<Self>, topic: &Topic) -> bool {
-        topic.link.borrow().as_ref().is_some_and(|l| Rc::ptr_eq(l, self))
+        topic
+            .upstream
+            .link
+            .borrow()
+            .as_ref()
+            .is_some_and(|l| Rc::ptr_eq(l, self))
     }
 }
 

@@ -80,7 +80,7 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         // Replay every topic this socket carries.
         let carried = s.subs.carried_by(&link);
         for topic in &carried {
-            topic.upstream.set(None);
+            topic.upstream.id.set(None);
             link.subscribe(topic);
         }
         tracing::debug!(network = %s.net.name, side = s.net.dest_name(link.dest), provider = %s.route.upstreams[p].name,
@@ -99,8 +99,8 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         }
         // What it carried may have changed unheard: each topic reads it again once resubscribed.
         for topic in s.subs.topics.borrow().values().filter(|t| link.carries(t)) {
-            topic.upstream.set(None);
-            topic.limbo.set(true);
+            topic.upstream.id.set(None);
+            topic.gap.limbo.set(true);
         }
         s.route.recorder.metrics().ws_reconnect();
         if end == PumpEnd::Unresponsive {

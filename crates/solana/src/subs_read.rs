@@ -50,10 +50,10 @@ async fn drain(sol: Weak<SolanaRoute>) {
         // By side and subscription config: one call answers a whole group (up to `BATCH`).
         let mut groups: AHashMap<(u8, Vec<u8>), Batch> = AHashMap::new();
         for (topic, catch_up) in queued {
-            if !topic.alive.get() || topic.account.is_none() {
+            if !topic.alive.get() || topic.subject.account.is_none() {
                 continue;
             }
-            let config = nth_element(&topic.params, 1).unwrap_or_default().to_vec();
+            let config = nth_element(&topic.subject.params, 1).unwrap_or_default().to_vec();
             groups
                 .entry((topic.dest.get().code(), config))
                 .or_default()
@@ -75,7 +75,7 @@ async fn read_batch(s: &Rc<SolanaRoute>, dest: Dest, config: &[u8], topics: &[(R
         if i > 0 {
             params.push(b',');
         }
-        let key = topic.account.map(|k| k.to_base58()).unwrap_or_default();
+        let key = topic.subject.account.map(|k| k.to_base58()).unwrap_or_default();
         prism_wire::rpc::wire::write_json_str(&mut params, &key);
     }
     params.push(b']');

@@ -20,8 +20,10 @@
 //! delivered, and a topic that moves to another provider starts from what was delivered (a provider behind
 //! repeats heights already delivered with the same hashes: dropped).
 
-use super::hub::Topic;
-use super::{fan_out, fetch, logs, Frame, MAX_BACKFILL_HEADS};
+use super::fan_out::{fan_out, Frame};
+use super::hub::{HeadsState, Topic};
+use super::read::fetch;
+use super::{logs, MAX_BACKFILL_HEADS};
 use crate::live::chain::{Hash, Named};
 use crate::reuse::cache::named_block;
 use crate::routing::route::NetworkRoute;
@@ -33,7 +35,7 @@ pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>
         return;
     };
     let last = topic.watermark.get();
-    if last != 0 && head.number > last + 1 && !topic.delivered.borrow().is_empty() {
+    if last != 0 && head.number > last + 1 && !topic.heads.delivered.borrow().is_empty() {
         let from = (last + 1).max(head.number.saturating_sub(MAX_BACKFILL_HEADS));
         for h in from..head.number {
             match fetch(route, "eth_getBlockByNumber", &format!(r#"["0x{h:x}",false]"#)).await {
@@ -47,7 +49,7 @@ pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>
         }
     }
     accept(route, topic, result).await;
-    topic.linked.set(true);
+    topic.heads.linked.set(true);
     logs::release_all(route);
 }
 
@@ -74,7 +76,7 @@ fn hex(h: &Hash) -> String {
     s
 }
 
-impl Topic {
+impl HeadsState {
     /// The hash delivered at `height`.
     fn delivered_at(&self, height: u64) -> Option<Hash> {
         let d = self.delivered.borrow();
@@ -83,7 +85,7 @@ impl Topic {
         d.get(i).filter(|(n, _)| *n == height).map(|(_, h)| *h)
     }
 
-    /// The block this topic holds at `height`: a held reorg's first, else the delivered chain's.
+    /// The block the topic holds at `height`: a held reorg's first, else the delivered chain's.
     pub(super) fn block_at(&self, height: u64) -> Option<Hash> {
         let held = self
             .pending
@@ -94,6 +96,7 @@ impl Topic {
         held.or_else(|| self.delivered_at(height))
     }
 
+    /// The height delivered last.
     pub(super) fn top(&self) -> Option<u64> {
         self.delivered.borrow().back().map(|(n, _)| *n)
     }
@@ -135,66 +138,95 @@ fn record(route: &NetworkRoute, b: &Named) {
     }
 }
 
+/// Blocks from a head back towards the delivered chain, oldest first, each with its bytes.
+type Branch = Vec<(Named, Vec<u8>)>;
+
 /// Links one head to the delivered chain and delivers what that makes deliverable.
 async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
     let Some(head) = named(&result) else {
         return;
     };
-    if topic.delivered_at(head.number) == Some(head.hash) && head.parent.is_some() {
+    if topic.heads.delivered_at(head.number) == Some(head.hash) && head.parent.is_some() {
         return; // already delivered
     }
     // The next block of a held reorg.
     let extends_held = topic
+        .heads
         .pending
         .borrow()
         .last()
         .is_some_and(|(b, _)| head.parent == Some(b.hash) && head.number == b.number + 1);
     if extends_held {
         record(route, &head);
-        topic.pending.borrow_mut().push((head, result));
+        topic.heads.pending.borrow_mut().push((head, result));
         release_held(route, topic);
         return;
     }
     // Anything else abandons a held reorg (the node moved on to another chain; this head says which).
-    topic.pending.borrow_mut().clear();
-    let Some(top) = topic.top() else {
-        // Nothing delivered yet: a head at or above where the topic started is delivered (at it: the node
-        // replaced its head block since). Its parent is the head the topic started on: a reorg from there
-        // links to it.
-        record(route, &head);
-        if let (Some(parent), Some(below)) = (head.parent, head.number.checked_sub(1)) {
-            topic.push_delivered(&Named {
-                number: below,
-                hash: parent,
-                parent: None,
-            });
-        }
-        topic.push_delivered(&head);
-        if head.number >= topic.watermark.get() {
-            deliver_block(route, topic, &head, &result, false);
-        }
+    topic.heads.pending.borrow_mut().clear();
+    let Some(top) = topic.heads.top() else {
+        start(route, topic, &head, &result);
         return;
     };
     if head.parent.is_none() {
         // Nothing to link by: in order, as heights only.
         if head.number > top {
-            topic.push_delivered(&head);
+            topic.heads.push_delivered(&head);
             deliver_block(route, topic, &head, &result, false);
         }
         return;
     }
-    // Walk back by parent hash to a block delivered before: the fork. The cache proves nothing meanwhile.
-    // Walking past the oldest head remembered is a reorg deeper than that: all of it is replaced.
+    let (branch, linked) = walk_to_fork(route, &topic.heads, head, result).await;
+    // Oldest first, so a reorg reaches the record at its fork, exactly.
+    for (b, _) in &branch {
+        record(route, b);
+    }
+    topic.heads.resolving.set(false);
+    if linked {
+        deliver_linked(route, topic, branch, top);
+    } else {
+        // No block delivered before is its ancestor within reach: heights above the delivered ones are
+        // delivered in order (as before there were reorgs); anything else is a provider behind.
+        for (b, bytes) in branch.iter().filter(|(b, _)| b.number > top) {
+            topic.heads.push_delivered(b);
+            deliver_block(route, topic, b, bytes, false);
+        }
+    }
+}
+
+/// The first head since nothing was delivered: one at or above where the topic started is delivered (at
+/// it: the node replaced its head block since). Its parent is the head the topic started on: a reorg from
+/// there links to it.
+fn start(route: &NetworkRoute, topic: &Topic, head: &Named, result: &[u8]) {
+    record(route, head);
+    if let (Some(parent), Some(below)) = (head.parent, head.number.checked_sub(1)) {
+        topic.heads.push_delivered(&Named {
+            number: below,
+            hash: parent,
+            parent: None,
+        });
+    }
+    topic.heads.push_delivered(head);
+    if head.number >= topic.watermark.get() {
+        deliver_block(route, topic, head, result, false);
+    }
+}
+
+/// Walks back from `head` by parent hash to a block delivered before: the fork. The cache proves nothing
+/// meanwhile (`resolving`, which the caller clears once the branch is recorded). Walking past the oldest
+/// head remembered is a reorg deeper than that: all of it is replaced. Returns the branch, oldest first,
+/// and whether it links to the delivered chain.
+async fn walk_to_fork(route: &NetworkRoute, heads: &HeadsState, head: Named, result: Vec<u8>) -> (Branch, bool) {
     let mut branch = vec![(head, result)];
     let linked = loop {
         let b = branch[0].0;
         let (Some(parent), Some(below)) = (b.parent, b.number.checked_sub(1)) else {
             break false;
         };
-        match topic.delivered_at(below) {
+        match heads.delivered_at(below) {
             Some(h) if h == parent => break true,
-            None if topic.delivered.borrow().front().is_none_or(|(first, _)| below < *first) => {
-                break topic
+            None if heads.delivered.borrow().front().is_none_or(|(first, _)| below < *first) => {
+                break heads
                     .delivered
                     .borrow()
                     .front()
@@ -205,7 +237,7 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
         if branch.len() as u64 >= MAX_BACKFILL_HEADS {
             break false;
         }
-        topic.resolving.set(true);
+        heads.resolving.set(true);
         let block = fetch(route, "eth_getBlockByHash", &format!(r#"["{}",false]"#, hex(&parent))).await;
         match block.as_deref().and_then(named) {
             Some(p) if p.hash == parent && p.number == below && p.parent.is_some() => {
@@ -214,20 +246,12 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
             _ => break false,
         }
     };
-    // Oldest first, so a reorg reaches the record at its fork, exactly.
-    for (b, _) in &branch {
-        record(route, b);
-    }
-    topic.resolving.set(false);
-    if !linked {
-        // No block delivered before is its ancestor within reach: heights above the delivered ones are
-        // delivered in order (as before there were reorgs); anything else is a provider behind.
-        for (b, bytes) in branch.iter().filter(|(b, _)| b.number > top) {
-            topic.push_delivered(b);
-            deliver_block(route, topic, b, bytes, false);
-        }
-        return;
-    }
+    (branch, linked)
+}
+
+/// A branch linked to the delivered chain (`top`: the height delivered): a reorg when its fork is below
+/// `top` (logs topics learn it at once), delivered now when it reaches `top`, else held until it does.
+fn deliver_linked(route: &NetworkRoute, topic: &Topic, branch: Branch, top: u64) {
     let fork = branch[0].0.number.saturating_sub(1);
     if fork < top {
         tracing::info!(network = %route.name, fork, replaced = top - fork, "reorg announced: replaced heights are delivered again");
@@ -236,25 +260,30 @@ async fn accept(route: &NetworkRoute, topic: &Topic, result: Vec<u8>) {
     }
     if branch.last().is_some_and(|(b, _)| b.number < top) {
         // The new chain has not reached the height delivered yet: held until it does.
-        *topic.pending.borrow_mut() = branch;
+        *topic.heads.pending.borrow_mut() = branch;
         return;
     }
     for (b, bytes) in &branch {
-        topic.push_delivered(b);
+        topic.heads.push_delivered(b);
         deliver_block(route, topic, b, bytes, b.number <= top);
     }
 }
 
 /// Delivers a held reorg once its chain reaches the height delivered before it.
 fn release_held(route: &NetworkRoute, topic: &Topic) {
-    let top = topic.top().unwrap_or(0);
-    let reached = topic.pending.borrow().last().is_some_and(|(b, _)| b.number >= top);
+    let top = topic.heads.top().unwrap_or(0);
+    let reached = topic
+        .heads
+        .pending
+        .borrow()
+        .last()
+        .is_some_and(|(b, _)| b.number >= top);
     if !reached {
         return;
     }
-    let held = std::mem::take(&mut *topic.pending.borrow_mut());
+    let held = std::mem::take(&mut *topic.heads.pending.borrow_mut());
     for (b, bytes) in &held {
-        topic.push_delivered(b);
+        topic.heads.push_delivered(b);
         deliver_block(route, topic, b, bytes, b.number <= top);
     }
 }

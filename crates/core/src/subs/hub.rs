@@ -37,6 +37,8 @@ pub struct Note {
     pub tail: Vec<u8>,
 }
 
+// === impl Note ===
+
 impl Note {
     /// `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":ID,"result":RESULT}}`.
     pub fn eth_subscription(result: &[u8]) -> Rc<Note> {
@@ -85,42 +87,78 @@ pub(super) struct Topic {
     pub(super) kind: TopicKind,
     /// Raw params sent upstream (`["newHeads"]`, `["logs",{...}]`).
     pub(super) params: Vec<u8>,
-    pub(super) provider: Cell<Option<ProviderId>>,
-    pub(super) upstream_id: RefCell<Option<String>>,
+    pub(super) upstream: Upstream,
     pub(super) subscribers: RefCell<Vec<Rc<Subscriber>>>,
     /// Replaced (with a fresh delivery task) when it overflows: see [`Topic::hand_over`].
     pub(super) inbox: RefCell<Rc<LocalQueue<Inbound>>>,
-    /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
-    pub(super) refused: RefCell<Vec<ProviderId>>,
-    /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
-    pub(super) watermark: Cell<u64>,
-    pub(super) recent_logs: RefCell<VecDeque<Vec<u8>>>,
     /// Kept without subscribers: the shard's heads feed (`SubHub::heads`), which the cache's proofs and the
     /// logs topics' reorgs rest on.
     pub(super) internal: Cell<bool>,
-    /// newHeads: the chain delivered so far (height, hash), oldest first, at most `MAX_BACKFILL_HEADS`; a
-    /// head is linked to it by its parent before it is delivered.
+    /// newHeads: last head delivered; logs: highest block a delivered log was in (or the head when subscribed).
+    pub(super) watermark: Cell<u64>,
+    /// newHeads only.
+    pub(super) heads: HeadsState,
+    /// logs only.
+    pub(super) logs: LogsState,
+}
+
+/// A topic's upstream subscription: where it is, and where it may not go.
+pub(super) struct Upstream {
+    /// The provider whose link carries it.
+    pub(super) provider: Cell<Option<ProviderId>>,
+    /// The subscription id that provider gave it; `None` until it confirms (and again after its socket drops).
+    pub(super) id: RefCell<Option<String>>,
+    /// Providers that answered this subscription with an error (e.g. no pending-transaction feed).
+    pub(super) refused: RefCell<Vec<ProviderId>>,
+}
+
+// === impl Upstream ===
+
+impl Upstream {
+    /// Not subscribed yet, on `provider`.
+    pub(super) fn on(provider: ProviderId) -> Upstream {
+        Upstream {
+            provider: Cell::new(Some(provider)),
+            id: RefCell::new(None),
+            refused: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+/// A newHeads topic's view of the chain: what it delivered, a reorg it holds or is linking, and what it
+/// proves to the cache (`heads` works on it).
+#[derive(Default)]
+pub(super) struct HeadsState {
+    /// The chain delivered so far (height, hash), oldest first, at most `MAX_BACKFILL_HEADS`; a head is
+    /// linked to it by its parent before it is delivered.
     pub(super) delivered: RefCell<VecDeque<(u64, Hash)>>,
-    /// newHeads: a reorg's new blocks while they are still below the height delivered (a rollback the node
-    /// has not built past yet): delivered together once they reach it.
+    /// A reorg's new blocks while they are still below the height delivered (a rollback the node has not
+    /// built past yet): delivered together once they reach it.
     pub(super) pending: RefCell<Vec<(Named, Vec<u8>)>>,
-    /// newHeads: a reorg is being linked (blocks fetched by hash): the cache proves nothing meanwhile.
+    /// A reorg is being linked (blocks fetched by hash): the cache proves nothing meanwhile.
     pub(super) resolving: Cell<bool>,
-    /// newHeads: a head was linked since the topic was last (re)subscribed upstream: until then a reorg the
-    /// node made while the socket was down may not have reached the chain record, so nothing is proven.
+    /// A head was linked since the topic was last (re)subscribed upstream: until then a reorg the node made
+    /// while the socket was down may not have reached the chain record, so nothing is proven.
     pub(super) linked: Cell<bool>,
-    /// logs: the logs delivered from recent blocks (block height, block hash, the log's bytes), oldest
-    /// first: sent again with `"removed": true` when a reorg replaces their block.
-    pub(super) logs: RefCell<VecDeque<KeptLog>>,
-    /// logs: logs whose block the heads feed has not delivered yet (a node may send a block's logs before its
+    /// Hashes of blocks delivered and then replaced by a reorg (the newest few): a log from one of them
+    /// arriving late is not news.
+    pub(super) replaced: RefCell<VecDeque<Hash>>,
+}
+
+/// A logs topic's memory of what it delivered and what waits (`logs` works on it).
+#[derive(Default)]
+pub(super) struct LogsState {
+    /// Ids of the logs delivered lately (block hash, log index, removed): a backfill's duplicates are dropped.
+    pub(super) recent: RefCell<VecDeque<Vec<u8>>>,
+    /// The logs delivered from recent blocks (block height, block hash, the log's bytes), oldest first:
+    /// sent again with `"removed": true` when a reorg replaces their block.
+    pub(super) kept: RefCell<VecDeque<KeptLog>>,
+    /// Logs whose block the heads feed has not delivered yet (a node may send a block's logs before its
     /// head), in order; released as the feed delivers heads.
     pub(super) waiting: RefCell<VecDeque<Vec<u8>>>,
-    /// logs: resubscribed, and the backfill of what was missed meanwhile has not finished: live logs wait
-    /// in `waiting` behind it.
+    /// Resubscribed, and the backfill of what was missed meanwhile has not finished: live logs wait in
+    /// `waiting` behind it.
     pub(super) backfilling: Cell<bool>,
-    /// newHeads: hashes of blocks delivered and then replaced by a reorg (the newest few): a log from one of
-    /// them arriving late is not news.
-    pub(super) replaced: RefCell<VecDeque<Hash>>,
 }
 
 /// One upstream WebSocket per provider per shard, carrying every topic assigned to that provider.
@@ -150,6 +188,8 @@ pub struct SubHub {
     pub(super) heads_wanted: Cell<bool>,
 }
 
+// === impl SubHub ===
+
 impl SubHub {
     /// The cache wants a heads feed (it kept an answer about a block not yet final).
     pub fn want_heads(&self) {
@@ -168,15 +208,16 @@ impl SubHub {
             return false;
         };
         let connected = || {
-            t.provider
+            t.upstream
+                .provider
                 .get()
                 .and_then(|p| self.links.borrow().get(&p).map(|l| l.connected.get()))
                 .unwrap_or(false)
         };
-        t.upstream_id.borrow().is_some()
-            && t.linked.get()
-            && !t.resolving.get()
-            && t.pending.borrow().is_empty()
+        t.upstream.id.borrow().is_some()
+            && t.heads.linked.get()
+            && !t.heads.resolving.get()
+            && t.heads.pending.borrow().is_empty()
             && t.watermark.get().saturating_add(tolerance) >= best
             && connected()
     }

@@ -13,8 +13,10 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::fan_out::{fan_out, Frame};
 use super::hub::Topic;
-use super::{fan_out, fetch, Frame, TopicKind, MAX_BACKFILL_HEADS};
+use super::read::fetch;
+use super::{TopicKind, MAX_BACKFILL_HEADS};
 use crate::live::chain::{parse_hash, Hash};
 use crate::routing::route::NetworkRoute;
 use prism_wire::jsonscan::{hex_quantity, nth_element, object_field, plain_str};
@@ -43,7 +45,7 @@ fn log_block(log: &[u8]) -> Option<(u64, Hash)> {
 
 /// Remembers `id` as delivered; false when it was already.
 fn first_time(topic: &Topic, id: Vec<u8>) -> bool {
-    let mut recent = topic.recent_logs.borrow_mut();
+    let mut recent = topic.logs.recent.borrow_mut();
     if recent.contains(&id) {
         return false;
     }
@@ -72,24 +74,25 @@ fn standing(route: &NetworkRoute, log: &[u8]) -> Standing {
     if object_field(log, "removed") == Some(b"true") {
         return Standing::Held;
     }
-    let up = t.upstream_id.borrow().is_some()
-        && t.provider
+    let up = t.upstream.id.borrow().is_some()
+        && t.upstream
+            .provider
             .get()
             .is_some_and(|p| route.subs.links.borrow().get(&p).is_some_and(|l| l.connected.get()));
-    match t.block_at(n) {
+    match t.heads.block_at(n) {
         _ if !up => Standing::Held,
         Some(x) if x == h => Standing::Held,
-        _ if t.replaced.borrow().contains(&h) => Standing::Gone,
+        _ if t.heads.replaced.borrow().contains(&h) => Standing::Gone,
         // The feed is past this height with another block there (at the top itself, the block the log is
         // from may be the one announced next).
-        Some(_) if t.top().is_some_and(|top| top > n) && t.pending.borrow().is_empty() => Standing::Gone,
+        Some(_) if t.heads.top().is_some_and(|top| top > n) && t.heads.pending.borrow().is_empty() => Standing::Gone,
         _ => Standing::Unknown,
     }
 }
 
 /// A log the heads feed's delivery took in the node's order: delivered once the feed holds its block.
 pub(super) fn in_order(route: &NetworkRoute, topic: &Topic, log: Vec<u8>) {
-    topic.waiting.borrow_mut().push_back(log);
+    topic.logs.waiting.borrow_mut().push_back(log);
     release(route, topic);
 }
 
@@ -100,7 +103,7 @@ pub(super) fn release_all(route: &NetworkRoute) {
         .topics
         .borrow()
         .values()
-        .filter(|t| t.kind == TopicKind::Logs && !t.waiting.borrow().is_empty())
+        .filter(|t| t.kind == TopicKind::Logs && !t.logs.waiting.borrow().is_empty())
         .cloned()
         .collect();
     for t in waiting {
@@ -110,7 +113,7 @@ pub(super) fn release_all(route: &NetworkRoute) {
 
 /// The backfill after a (re)subscription is over: the live logs that waited behind it go now.
 pub(super) fn backfilled(route: &NetworkRoute, topic: &Topic) {
-    topic.backfilling.set(false);
+    topic.logs.backfilling.set(false);
     release(route, topic);
 }
 
@@ -118,19 +121,19 @@ pub(super) fn backfilled(route: &NetworkRoute, topic: &Topic) {
 /// stops at the first whose block the feed has not delivered yet (past [`KEPT_LOGS`] waiting, the oldest
 /// goes anyway), and waits for a backfill in progress.
 fn release(route: &NetworkRoute, topic: &Topic) {
-    if topic.backfilling.get() && topic.waiting.borrow().len() <= KEPT_LOGS {
+    if topic.logs.backfilling.get() && topic.logs.waiting.borrow().len() <= KEPT_LOGS {
         return;
     }
     loop {
-        let state = match topic.waiting.borrow().front() {
+        let state = match topic.logs.waiting.borrow().front() {
             None => return,
             Some(log) => standing(route, log),
         };
-        let crowded = topic.waiting.borrow().len() > KEPT_LOGS;
+        let crowded = topic.logs.waiting.borrow().len() > KEPT_LOGS;
         if matches!(state, Standing::Unknown) && !crowded {
             return;
         }
-        let Some(log) = topic.waiting.borrow_mut().pop_front() else {
+        let Some(log) = topic.logs.waiting.borrow_mut().pop_front() else {
             return;
         };
         if !matches!(state, Standing::Gone) {
@@ -163,7 +166,7 @@ fn deliver_now(route: &NetworkRoute, topic: &Topic, log: &[u8]) {
         }
     }
     if let Some((n, h)) = log_block(log) {
-        let mut kept = topic.logs.borrow_mut();
+        let mut kept = topic.logs.kept.borrow_mut();
         if object_field(log, "removed") == Some(b"true") {
             // The node sent it removed itself: it is not Prism's to send again.
             let index = object_field(log, "logIndex");
@@ -192,7 +195,7 @@ pub(super) fn on_reorg(route: &NetworkRoute, fork: u64) {
         .collect();
     for t in topics {
         let gone: Vec<Rc<[u8]>> = {
-            let mut kept = t.logs.borrow_mut();
+            let mut kept = t.logs.kept.borrow_mut();
             let (stay, gone): (Vec<_>, Vec<_>) = kept.drain(..).partition(|(n, ..)| *n <= fork);
             kept.extend(stay);
             gone.into_iter().map(|(.., l)| l).collect()
@@ -245,9 +248,9 @@ pub(super) async fn backfill(route: &NetworkRoute, topic: &Topic) {
     let mut i = 0;
     let mut delivered = 0;
     while let Some(log) = nth_element(&logs, i) {
-        let before = topic.recent_logs.borrow().len();
+        let before = topic.logs.recent.borrow().len();
         deliver(route, topic, log).await;
-        if topic.recent_logs.borrow().len() != before {
+        if topic.logs.recent.borrow().len() != before {
             delivered += 1;
         }
         i += 1;
