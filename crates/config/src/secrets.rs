@@ -139,9 +139,27 @@ impl ProviderAuth {
         &self.resolved
     }
 
-    /// Checks names and values and reads the files: `at` is the provider's field path.
-    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
+    /// Checks names and values and reads the files: `at` is the provider's field path. The steps run in
+    /// this order, so the first problem in a file is the one named: the headers, the Authorization line
+    /// (bearer or basic), then every line's name and value.
     pub(crate) fn resolve(&mut self, at: &str, reader: &mut SecretReader<'_>) -> Result<(), ConfigError> {
+        let mut lines = self.named_headers(at, reader)?;
+        if let Some(a) = self.authorization(at, reader)? {
+            if lines.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization")) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.auth.headers"),
+                    "sets Authorization, and so does auth.bearer / auth.basic_user: give one",
+                ));
+            }
+            lines.push(("Authorization".into(), a));
+        }
+        check_header_lines(at, &lines)?;
+        self.resolved = lines;
+        Ok(())
+    }
+
+    /// `auth.headers`, then `auth.header_files` read (a name may be given in one of them only).
+    fn named_headers(&self, at: &str, reader: &mut SecretReader<'_>) -> Result<Vec<(String, Secret)>, ConfigError> {
         let mut lines: Vec<(String, Secret)> = Vec::new();
         for (name, value) in &self.headers {
             lines.push((name.clone(), value.clone()));
@@ -158,6 +176,11 @@ impl ProviderAuth {
                 reader.file(&format!("{at}.auth.header_files.{name}"), path)?,
             ));
         }
+        Ok(lines)
+    }
+
+    /// The `Authorization` value the bearer token or basic auth makes, if either is set (not both).
+    fn authorization(&self, at: &str, reader: &mut SecretReader<'_>) -> Result<Option<Secret>, ConfigError> {
         let bearer = match (&self.bearer, &self.bearer_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
@@ -169,6 +192,21 @@ impl ProviderAuth {
             (None, Some(path)) => Some(reader.file(&format!("{at}.auth.bearer_file"), path)?),
             (None, None) => None,
         };
+        let basic = self.basic(at, reader)?;
+        Ok(match (bearer, basic) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    format!("{at}.auth"),
+                    "a bearer token and basic auth both set Authorization: give one",
+                ))
+            }
+            (Some(t), None) => Some(Secret(format!("Bearer {}", t.expose()))),
+            (None, b) => b,
+        })
+    }
+
+    /// `Basic base64(user:password)` from `basic_user` and the password (given, or read from its file).
+    fn basic(&self, at: &str, reader: &mut SecretReader<'_>) -> Result<Option<Secret>, ConfigError> {
         let password = match (&self.basic_password, &self.basic_password_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
@@ -180,7 +218,7 @@ impl ProviderAuth {
             (None, Some(path)) => Some(reader.file(&format!("{at}.auth.basic_password_file"), path)?),
             (None, None) => None,
         };
-        let basic = match (&self.basic_user, password) {
+        match (&self.basic_user, password) {
             (Some(user), password) => {
                 if user.contains(':') {
                     return Err(ConfigError::invalid(
@@ -190,68 +228,52 @@ impl ProviderAuth {
                 }
                 let pair = format!("{user}:{}", password.as_ref().map_or("", |p| p.expose()));
                 use base64::Engine as _;
-                Some(Secret(format!(
+                Ok(Some(Secret(format!(
                     "Basic {}",
                     base64::engine::general_purpose::STANDARD.encode(pair)
-                )))
+                ))))
             }
-            (None, Some(_)) => {
-                return Err(ConfigError::invalid(
-                    format!("{at}.auth.basic_password"),
-                    "needs auth.basic_user",
-                ))
-            }
-            (None, None) => None,
-        };
-        let authorization = match (bearer, basic) {
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::invalid(
-                    format!("{at}.auth"),
-                    "a bearer token and basic auth both set Authorization: give one",
-                ))
-            }
-            (Some(t), None) => Some(Secret(format!("Bearer {}", t.expose()))),
-            (None, b) => b,
-        };
-        if let Some(a) = authorization {
-            if lines.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization")) {
-                return Err(ConfigError::invalid(
-                    format!("{at}.auth.headers"),
-                    "sets Authorization, and so does auth.bearer / auth.basic_user: give one",
-                ));
-            }
-            lines.push(("Authorization".into(), a));
+            (None, Some(_)) => Err(ConfigError::invalid(
+                format!("{at}.auth.basic_password"),
+                "needs auth.basic_user",
+            )),
+            (None, None) => Ok(None),
         }
-        for (name, value) in &lines {
-            let field = format!("{at}.auth.headers.{name}");
-            let token = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
-                return Err(ConfigError::invalid(field, "is not a valid HTTP header name"));
-            }
-            let lower = name.to_ascii_lowercase();
-            if RESERVED.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
-                return Err(ConfigError::invalid(field, "is a header Prism writes itself"));
-            }
-            // A value is data: a CR or LF in it would start another header (or a body).
-            if value.expose().bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-                return Err(ConfigError::invalid(
-                    field,
-                    "the value holds a line break or NUL, which no header value may",
-                ));
-            }
-        }
-        // Two names differing only in case would be sent twice.
-        for (i, (a, _)) in lines.iter().enumerate() {
-            if lines[..i].iter().any(|(b, _)| b.eq_ignore_ascii_case(a)) {
-                return Err(ConfigError::invalid(format!("{at}.auth.headers.{a}"), "is set twice"));
-            }
-        }
-        self.resolved = lines;
-        Ok(())
     }
+}
+
+/// Every header line a provider's auth makes is one Prism may send: a valid name, not one Prism writes
+/// itself, a value without line breaks, and no name twice (names differing only in case would be sent
+/// twice).
+fn check_header_lines(at: &str, lines: &[(String, Secret)]) -> Result<(), ConfigError> {
+    for (name, value) in lines {
+        let field = format!("{at}.auth.headers.{name}");
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(ConfigError::invalid(field, "is not a valid HTTP header name"));
+        }
+        let lower = name.to_ascii_lowercase();
+        if RESERVED.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
+            return Err(ConfigError::invalid(field, "is a header Prism writes itself"));
+        }
+        // A value is data: a CR or LF in it would start another header (or a body).
+        if value.expose().bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(ConfigError::invalid(
+                field,
+                "the value holds a line break or NUL, which no header value may",
+            ));
+        }
+    }
+    // Two names differing only in case would be sent twice.
+    for (i, (a, _)) in lines.iter().enumerate() {
+        if lines[..i].iter().any(|(b, _)| b.eq_ignore_ascii_case(a)) {
+            return Err(ConfigError::invalid(format!("{at}.auth.headers.{a}"), "is set twice"));
+        }
+    }
+    Ok(())
 }
 
 /// `[admin]`: a token every mutating admin endpoint (`POST /reload`, cordon, uncordon) requires as

@@ -9,7 +9,7 @@
 //! - `table` + `sync`: this shard's delegation table, fetched over HTTP and kept fresh by base-layer
 //!   `accountSubscribe`; a lost subscription puts its accounts in limbo until refetched.
 //! - `methods`: which calls are reads, submissions, or unknown (sent once).
-//! - `router`: method routing, request splitting and answer merging.
+//! - `router`: method routing, request splitting and answer merging (a file per concern in `router/`).
 //! - `ws` + `subs` + `subs_link`: client WebSocket subscriptions (`ws`: one session per client) shared as
 //!   topics over a few upstream sockets per side (`subs`: the hub, `subs_link`: one socket), following an
 //!   account across delegation changes.

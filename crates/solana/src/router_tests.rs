@@ -2,7 +2,13 @@
 //! how the parts' answers are read (`context_and_values`, `result_of`, `error_message`) and merged back in
 //! the client's order with one context (`merged`), and how params are read (`keys_param`, `param_str`).
 
-use super::*;
+use super::params::{keys_param, param_str};
+use super::reply::{error_message, result_of};
+use super::split::{context_and_values, group, merged, part_params};
+use crate::net::Dest;
+use crate::pubkey::Pubkey;
+use prism_core::call::outcome::{CallOutcome, ProxyError};
+use prism_wire::jsonscan::nth_element;
 
 fn key(n: u8) -> Pubkey {
     Pubkey([n; 32])

@@ -103,27 +103,46 @@ pub struct ShardMetrics {
     keys: Vec<KeyMetrics>,
     /// HTTP-level refusals by status (401, 403, 408, 413, 429, 431, ...).
     refusals: Vec<(u16, AtomicU64)>,
-    /// Cache hits, misses, dedupe joins.
-    reuse: [AtomicU64; 3],
-    /// Cache bytes, entries, evictions (set by the shard's housekeeping).
-    cache: [AtomicU64; 3],
+    cache: CacheMetrics,
     /// WebSocket: open client sockets, subscriptions (newHeads, logs, pending), upstream reconnects,
     /// backfilled heads, backfilled logs. Gauges may go below zero on one shard and above on another.
     ws: [std::sync::atomic::AtomicI64; 10],
     /// Solana magic router, see [`SolanaMetric`].
     solana: [std::sync::atomic::AtomicI64; 8],
+    reads: ReadMetrics,
+    writes: WriteMetrics,
+}
+
+/// Calls answered without their own upstream request, and the result cache that answers some of them.
+#[derive(Default)]
+struct CacheMetrics {
+    /// Cache hits, misses, dedupe joins.
+    reuse: [AtomicU64; 3],
+    /// Cache bytes, entries, evictions (set by the shard's housekeeping).
+    size: [AtomicU64; 3],
+}
+
+/// What reads cost beyond one attempt at one provider: hedges, verified reads, and second opinions on
+/// errors no classifier rule knows.
+#[derive(Default)]
+struct ReadMetrics {
     /// Errors no classifier rule knows, by how they were settled, see [`Settled`].
     settled: [AtomicU64; 7],
     /// Hedged reads: sent, and won (the hedge answered first).
     hedges: [AtomicU64; 2],
+    /// Verified reads, by how they ended, see [`Verified`].
+    verified: [AtomicU64; 5],
+}
+
+/// Writes that needed more than passing their answer on, and calls sent once as writes are.
+#[derive(Default)]
+struct WriteMetrics {
     /// Transaction submissions whose first answer left the client unsure, by how that was settled, see
     /// [`Submitted`].
     submitted: [AtomicU64; 4],
     /// `eth_sendRawTransactionSync` emulated at a provider that lacks it: answered with the receipt, or
     /// EIP-7966's timeout error.
     sync_emulated: [AtomicU64; 2],
-    /// Verified reads, by how they ended, see [`Verified`].
-    verified: [AtomicU64; 5],
     /// Calls of methods the table does not know (sent once, as writes are).
     unknown_methods: AtomicU64,
 }
@@ -221,43 +240,38 @@ impl ShardMetrics {
                 .collect(),
             keys: (0..=keys).map(|_| KeyMetrics::default()).collect(),
             refusals: REFUSAL_STATUSES.iter().map(|&s| (s, AtomicU64::new(0))).collect(),
-            reuse: Default::default(),
-            cache: Default::default(),
+            cache: CacheMetrics::default(),
             ws: Default::default(),
             solana: Default::default(),
-            settled: Default::default(),
-            hedges: Default::default(),
-            submitted: Default::default(),
-            sync_emulated: Default::default(),
-            verified: Default::default(),
-            unknown_methods: AtomicU64::new(0),
+            reads: ReadMetrics::default(),
+            writes: WriteMetrics::default(),
         }
     }
 
     pub fn submitted(&self, how: Submitted) {
-        self.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
+        self.writes.submitted[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// An emulated `eth_sendRawTransactionSync` ended: with its receipt, or timed out (EIP-7966 code 4).
     pub fn sync_emulated(&self, receipt: bool) {
-        self.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
+        self.writes.sync_emulated[usize::from(!receipt)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn verified(&self, how: Verified) {
-        self.verified[how as usize].fetch_add(1, Ordering::Relaxed);
+        self.reads.verified[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn unknown_method(&self) {
-        self.unknown_methods.fetch_add(1, Ordering::Relaxed);
+        self.writes.unknown_methods.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A hedge was sent (`won`: it answered first).
     pub fn hedge(&self, won: bool) {
-        self.hedges[usize::from(won)].fetch_add(1, Ordering::Relaxed);
+        self.reads.hedges[usize::from(won)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn settled(&self, how: Settled) {
-        self.settled[how as usize].fetch_add(1, Ordering::Relaxed);
+        self.reads.settled[how as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn solana(&self, m: SolanaMetric, delta: i64) {
@@ -301,13 +315,13 @@ impl ShardMetrics {
     }
 
     pub fn reuse(&self, r: Reuse) {
-        self.reuse[r as usize].fetch_add(1, Ordering::Relaxed);
+        self.cache.reuse[r as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn set_cache(&self, bytes: u64, entries: u64, evictions: u64) {
-        self.cache[0].store(bytes, Ordering::Relaxed);
-        self.cache[1].store(entries, Ordering::Relaxed);
-        self.cache[2].store(evictions, Ordering::Relaxed);
+        self.cache.size[0].store(bytes, Ordering::Relaxed);
+        self.cache.size[1].store(entries, Ordering::Relaxed);
+        self.cache.size[2].store(evictions, Ordering::Relaxed);
     }
 
     pub fn call(&self, network: usize, method_index: usize, result: CallResult, latency_us: u64) {
@@ -402,10 +416,10 @@ impl Counters {
                 .flat_map(|m| &m.results)
                 .map(|r| r.load(Ordering::Relaxed))
                 .sum::<u64>();
-            c.cache_hits += s.reuse[Reuse::CacheHit as usize].load(Ordering::Relaxed);
-            c.cache_misses += s.reuse[Reuse::CacheMiss as usize].load(Ordering::Relaxed);
-            c.dedupe_joins += s.reuse[Reuse::Joined as usize].load(Ordering::Relaxed);
-            c.hedges += s.hedges.iter().map(|h| h.load(Ordering::Relaxed)).sum::<u64>();
+            c.cache_hits += s.cache.reuse[Reuse::CacheHit as usize].load(Ordering::Relaxed);
+            c.cache_misses += s.cache.reuse[Reuse::CacheMiss as usize].load(Ordering::Relaxed);
+            c.dedupe_joins += s.cache.reuse[Reuse::Joined as usize].load(Ordering::Relaxed);
+            c.hedges += s.reads.hedges.iter().map(|h| h.load(Ordering::Relaxed)).sum::<u64>();
             c.key_requests.resize(s.keys.len(), 0);
             c.key_throttled.resize(s.keys.len(), 0);
             for (k, m) in s.keys.iter().enumerate() {

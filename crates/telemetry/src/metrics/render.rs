@@ -186,7 +186,11 @@ fn render_reuse(out: &mut String, shards: &[&ShardMetrics]) {
     .enumerate()
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        let _ = writeln!(out, "{name} {}", sum(shards, |s| s.reuse[i].load(Ordering::Relaxed)));
+        let _ = writeln!(
+            out,
+            "{name} {}",
+            sum(shards, |s| s.cache.reuse[i].load(Ordering::Relaxed))
+        );
     }
     for (i, (name, help, kind)) in [
         (
@@ -209,7 +213,11 @@ fn render_reuse(out: &mut String, shards: &[&ShardMetrics]) {
     .enumerate()
     {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {}", sum(shards, |s| s.cache[i].load(Ordering::Relaxed)));
+        let _ = writeln!(
+            out,
+            "{name} {}",
+            sum(shards, |s| s.cache.size[i].load(Ordering::Relaxed))
+        );
     }
     for (i, (name, help)) in [
         (
@@ -223,9 +231,9 @@ fn render_reuse(out: &mut String, shards: &[&ShardMetrics]) {
     {
         let v = sum(shards, |s| {
             if i == 0 {
-                s.hedges[0].load(Ordering::Relaxed) + s.hedges[1].load(Ordering::Relaxed)
+                s.reads.hedges[0].load(Ordering::Relaxed) + s.reads.hedges[1].load(Ordering::Relaxed)
             } else {
-                s.hedges[1].load(Ordering::Relaxed)
+                s.reads.hedges[1].load(Ordering::Relaxed)
             }
         });
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
@@ -234,7 +242,7 @@ fn render_reuse(out: &mut String, shards: &[&ShardMetrics]) {
 
 /// How calls were settled: second opinions, submissions, verified reads, unknown methods.
 fn render_settling(out: &mut String, shards: &[&ShardMetrics]) {
-    let settled = |i: usize| sum(shards, |s| s.settled[i].load(Ordering::Relaxed));
+    let settled = |i: usize| sum(shards, |s| s.reads.settled[i].load(Ordering::Relaxed));
     labelled_counter(
         out,
         "prism_second_opinions_total",
@@ -257,7 +265,7 @@ fn render_settling(out: &mut String, shards: &[&ShardMetrics]) {
         "Transaction submissions whose first answer left the client unsure (lost after sending, already known, nonce too low), by how Prism settled it with reads.",
         "how",
         &["lost_found", "lost_unresolved", "already_known", "mined_before"],
-        |i| sum(shards, |s| s.submitted[i].load(Ordering::Relaxed)),
+        |i| sum(shards, |s| s.writes.submitted[i].load(Ordering::Relaxed)),
     );
     labelled_counter(
         out,
@@ -265,7 +273,7 @@ fn render_settling(out: &mut String, shards: &[&ShardMetrics]) {
         "eth_sendRawTransactionSync calls sent as eth_sendRawTransaction to a provider that lacks the method, by how Prism's wait for the receipt ended.",
         "outcome",
         &["receipt", "timeout"],
-        |i| sum(shards, |s| s.sync_emulated[i].load(Ordering::Relaxed)),
+        |i| sum(shards, |s| s.writes.sync_emulated[i].load(Ordering::Relaxed)),
     );
     labelled_counter(
         out,
@@ -273,7 +281,7 @@ fn render_settling(out: &mut String, shards: &[&ShardMetrics]) {
         "Verified reads (keys with verify): agreed at once, settled by more providers after a disagreement, disagreed (-32097), short of a quorum (-32096), answered unverified (when_short).",
         "outcome",
         &["agreed", "settled", "disagreed", "short", "unverified"],
-        |i| sum(shards, |s| s.verified[i].load(Ordering::Relaxed)),
+        |i| sum(shards, |s| s.reads.verified[i].load(Ordering::Relaxed)),
     );
     let _ = writeln!(
         out,
@@ -282,7 +290,7 @@ fn render_settling(out: &mut String, shards: &[&ShardMetrics]) {
     let _ = writeln!(
         out,
         "prism_unknown_method_calls_total {}",
-        sum(shards, |s| s.unknown_methods.load(Ordering::Relaxed))
+        sum(shards, |s| s.writes.unknown_methods.load(Ordering::Relaxed))
     );
 }
 
