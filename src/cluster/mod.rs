@@ -343,15 +343,16 @@ impl Sync {
             for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| !c.retired) {
                 let p = live.slot(prism_wire::rpc::ProviderId::new(i));
                 let h = health.providers.get(i).cloned().unwrap_or_default();
-                let open =
-                    !p.breaker.is_closed() || p.drifted.load(Ordering::Relaxed) || p.outlier.load(Ordering::Relaxed);
+                let open = !p.breaker.is_closed()
+                    || p.heads.drifted.load(Ordering::Relaxed)
+                    || p.heads.outlier.load(Ordering::Relaxed);
                 let _ = writeln!(
                     out,
                     "prov {} {} {} {} {} {}",
                     net.name,
                     c.name,
                     u8::from(open),
-                    p.head.load(Ordering::Relaxed),
+                    p.heads.head.load(Ordering::Relaxed),
                     h.overall.p50_us,
                     (h.overall.error_rate() * 1e6) as u64
                 );
@@ -424,7 +425,8 @@ impl Sync {
                         .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
                     if let (Some(i), Some(1)) = (provider, num(3)) {
                         live.slot(prism_wire::rpc::ProviderId::new(i))
-                            .peer_open_until_ms
+                            .peer
+                            .open_until_ms
                             .fetch_max(until, Ordering::AcqRel);
                         open.push(format!(
                             "{}/{}",
@@ -535,6 +537,7 @@ impl Sync {
                     let target = ((rate * tick_s * 2.0).ceil() as i64).max(1);
                     let stock = self.lives[n]
                         .slot(prism_wire::rpc::ProviderId::new(i))
+                        .peer
                         .quota_stock
                         .load(Ordering::Acquire);
                     if stock < target {
@@ -568,8 +571,8 @@ impl Sync {
                 }
                 LeaseTarget::Provider(n, i) => {
                     let p = self.lives[n].slot(prism_wire::rpc::ProviderId::new(i));
-                    p.quota_stock.fetch_add(granted, Ordering::AcqRel);
-                    p.quota_leased.store(true, Ordering::Release);
+                    p.peer.quota_stock.fetch_add(granted, Ordering::AcqRel);
+                    p.peer.quota_leased.store(true, Ordering::Release);
                 }
             }
         }
@@ -589,7 +592,7 @@ impl Sync {
         for live in &self.lives {
             for p in live.providers().iter() {
                 // Quota falls back to local burn measurement (the router's own quota_burn).
-                p.quota_leased.store(false, Ordering::Release);
+                p.peer.quota_leased.store(false, Ordering::Release);
             }
         }
     }

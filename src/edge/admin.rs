@@ -358,6 +358,7 @@ impl AdminView {
                 metrics::label(&mut l, &p.name);
                 let v = self.lives[n]
                     .slot(ProviderId::new(i))
+                    .heads
                     .outlier_heads
                     .load(Ordering::Relaxed);
                 let _ = writeln!(
@@ -435,7 +436,7 @@ impl AdminView {
                     }
                     let pl = live.slot(i);
                     let h = health.providers.get(i.index()).cloned().unwrap_or_default();
-                    let head = pl.head.load(Ordering::Relaxed);
+                    let head = pl.heads.head.load(Ordering::Relaxed);
                     let v: f64 = match g {
                         0 => match live.describe(i, now) {
                             "closed" | "parked" => 0.0,
@@ -476,7 +477,7 @@ impl AdminView {
                 let i = ProviderId::new(i);
                 let pl = live.slot(i);
                 let h = health.providers.get(i.index()).cloned().unwrap_or_default();
-                let head = pl.head.load(Ordering::Relaxed);
+                let head = pl.heads.head.load(Ordering::Relaxed);
                 let last_error = pl.causes.last(now).map(|c| LastError {
                     reason: c.reason.as_str().to_string(),
                     hint: c.reason.hint().map(str::to_string),
@@ -509,8 +510,8 @@ impl AdminView {
                     throttled: h.throttled,
                     cooldown_ms: pl.breaker.cooldown_ms(),
                     overflow: p.overflow,
-                    outlier_heads: pl.outlier_heads.load(Ordering::Relaxed),
-                    claimed_head: pl.claimed_head.load(Ordering::Relaxed),
+                    outlier_heads: pl.heads.outlier_heads.load(Ordering::Relaxed),
+                    claimed_head: pl.heads.claimed_head.load(Ordering::Relaxed),
                     floor_block: pl.floor.get(),
                     safe_head: pl.tags.get(Finality::Safe),
                     finalized_head: pl.tags.get(Finality::Finalized),
@@ -525,7 +526,7 @@ impl AdminView {
                         reason: c.reason,
                         since_unix_ms: c.since_unix_ms,
                     }),
-                    slot_ms: solana.then(|| round(pl.clock.per_slot_us() as f64 / 1000.0, 1)),
+                    slot_ms: solana.then(|| round(pl.slots.clock.per_slot_us() as f64 / 1000.0, 1)),
                     stall_after_ms: solana.then(|| live.stall_after_ms(i)),
                     ..Default::default()
                 }

@@ -103,7 +103,7 @@ impl AdminView {
             return;
         };
         let (tracked, delegated, limbo) = sol.counts.read();
-        let slot = |p: ProviderId| live.slot(p).head.load(Ordering::Relaxed);
+        let slot = |p: ProviderId| live.slot(p).heads.head.load(Ordering::Relaxed);
         let base_slot = ProviderId::in_set(sol.base, net.providers.len())
             .map(slot)
             .max()

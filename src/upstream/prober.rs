@@ -185,7 +185,7 @@ async fn probe_slot(route: &NetworkRoute, i: ProviderId, id: u64) {
             }
             SlotChange::Stalled(true) => {
                 let stood_ms = route.live.stall_after_ms(p);
-                let slot_ms = route.live.providers()[p].clock.per_slot_us() as f64 / 1000.0;
+                let slot_ms = route.live.providers()[p].slots.clock.per_slot_us() as f64 / 1000.0;
                 tracing::warn!(network = %route.name, provider = %who, slot, stood_ms, slot_ms, "slot stopped advancing; excluded")
             }
             SlotChange::Stalled(false) => {

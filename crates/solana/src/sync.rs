@@ -118,7 +118,12 @@ impl SolanaRoute {
         let name = self.net.ers.get(k).map_or("?", |e| e.name.as_str());
         let live = &self.route.live;
         let stalled = prism_wire::rpc::ProviderId::in_set(self.net.providers(Dest::Er(k)), self.route.upstreams.len())
-            .filter(|&p| live.providers()[p].stalled.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|&p| {
+                live.providers()[p]
+                    .slots
+                    .stalled
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
             .map(|p| live.slot_of(p).0)
             .max();
         let message = match stalled {

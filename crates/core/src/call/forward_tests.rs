@@ -483,6 +483,7 @@ fn a_head_below_the_clients_mark_is_never_answered() {
     assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
     assert_eq!(
         route.live.providers()[0]
+            .heads
             .head
             .load(std::sync::atomic::Ordering::Relaxed),
         0x50

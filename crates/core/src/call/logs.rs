@@ -126,10 +126,10 @@ impl Split<'_, '_> {
             }
             let declared = route.logs.declared.get(i.index()).copied().unwrap_or_default();
             let learned = |a: &std::sync::atomic::AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n > 0);
-            for n in [declared.range, learned(&live.logs_range)].into_iter().flatten() {
+            for n in [declared.range, learned(&live.logs.range)].into_iter().flatten() {
                 range = range.min(n);
             }
-            for n in [declared.results, learned(&live.logs_results)].into_iter().flatten() {
+            for n in [declared.results, learned(&live.logs.results)].into_iter().flatten() {
                 results = results.min(n);
             }
         }
@@ -154,8 +154,8 @@ impl Split<'_, '_> {
         let Some(p) = p else { return next };
         let live = &self.route.live.providers()[p];
         match stated {
-            Some(Stated::Results(n)) => lower(&live.logs_results, n.max(1)),
-            _ => lower(&live.logs_range, next),
+            Some(Stated::Results(n)) => lower(&live.logs.results, n.max(1)),
+            _ => lower(&live.logs.range, next),
         }
         tracing::debug!(network = %self.route.name, provider = %self.route.upstreams[p].name, width = next, "eth_getLogs limit learned");
         next
@@ -216,7 +216,7 @@ impl Split<'_, '_> {
                     // Refusing one block says nothing about ranges: forget, so later calls are not cut
                     // to single blocks by it.
                     if let Some(p) = provider {
-                        self.route.live.providers()[p].logs_range.store(0, Ordering::Relaxed);
+                        self.route.live.providers()[p].logs.range.store(0, Ordering::Relaxed);
                     }
                     return self.refuse(span, format!("the providers refuse even block {} alone", part.from));
                 }

@@ -115,6 +115,7 @@ fn pin(
     }
     let heads = ranked.iter().take(quorum).map(|&p| {
         route.live.providers()[p]
+            .heads
             .head
             .load(std::sync::atomic::Ordering::Relaxed)
     });
@@ -376,6 +377,7 @@ fn vote(
     }
     if !is_error && v == b"null" && BY_HASH.contains(&&*call.method) {
         let head = route.live.providers()[p]
+            .heads
             .head
             .load(std::sync::atomic::Ordering::Relaxed);
         let mined_above = others.iter().filter_map(Vote::bytes).any(|(e, b)| {

@@ -63,6 +63,19 @@ impl SlotRule {
 /// a node catching up) does not move it.
 pub const CADENCE_SAMPLES: usize = 8;
 
+/// Solana: what a provider's probes and answers show of its slot.
+#[derive(Debug, Default)]
+pub struct SlotEvidence {
+    /// Its slot has stood still for `slot_stall_slots` of its slot times, or `slot_stall_ms`
+    /// (see `core::live::slots`).
+    pub stalled: AtomicBool,
+    /// Its cadence and when its newest slot was made, as its probes show them (`core::live::slots`).
+    pub clock: SlotClock,
+    /// The slot its last probe answered, and when: what bounds the slots its answers may claim.
+    pub probed_slot: AtomicU64,
+    pub probed_at_ms: AtomicU64,
+}
+
 /// One provider's slot clock as its probes show it. Written only by the shard that probes the provider;
 /// read by every shard.
 #[derive(Debug, Default)]

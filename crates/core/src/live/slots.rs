@@ -118,16 +118,16 @@ impl NetworkLive {
     /// slot was made; a probe clears a "behind" the provider told.
     pub fn observe_probed_slot(&self, p: ProviderId, slot: u64, now_ms: u64) {
         let live = &self.providers()[p];
-        let prev_slot = live.probed_slot.swap(slot, Ordering::Relaxed);
-        let prev_at = live.probed_at_ms.swap(now_ms, Ordering::Relaxed);
-        let clock = &live.clock;
+        let prev_slot = live.slots.probed_slot.swap(slot, Ordering::Relaxed);
+        let prev_at = live.slots.probed_at_ms.swap(now_ms, Ordering::Relaxed);
+        let clock = &live.slots.clock;
         clock.told_behind.store(false, Ordering::Relaxed);
         if slot > prev_slot {
             let per_us = clock.per_slot_us();
             // The slots since the last probe were made from then on, one per slot time: the newest one that
             // long after it (a clock that stopped half-way shows it now, not a probe interval later).
             // A first sighting, or one after a stall, is taken as made now.
-            let made = if prev_slot == 0 || per_us == 0 || live.stalled.load(Ordering::Relaxed) {
+            let made = if prev_slot == 0 || per_us == 0 || live.slots.stalled.load(Ordering::Relaxed) {
                 now_ms
             } else {
                 prev_at
@@ -162,9 +162,9 @@ impl NetworkLive {
     pub fn observe_answer_slot(&self, p: ProviderId, slot: u64, now_ms: u64) -> bool {
         let Some(rule) = &self.slots else { return false };
         let live = &self.providers()[p];
-        let probed = live.probed_slot.load(Ordering::Relaxed);
+        let probed = live.slots.probed_slot.load(Ordering::Relaxed);
         if probed > 0 {
-            let since = now_ms.saturating_sub(live.probed_at_ms.load(Ordering::Relaxed));
+            let since = now_ms.saturating_sub(live.slots.probed_at_ms.load(Ordering::Relaxed));
             let ceiling = probed
                 .saturating_add(since / FASTEST_SLOT_MS)
                 .saturating_add(rule.max_drift);
@@ -179,14 +179,14 @@ impl NetworkLive {
     fn advance_slot(&self, p: ProviderId, slot: u64, now_ms: u64, probe: bool) {
         let live = &self.providers()[p];
         let before = if probe {
-            live.head.swap(slot, Ordering::AcqRel)
+            live.heads.head.swap(slot, Ordering::AcqRel)
         } else {
-            live.head.fetch_max(slot, Ordering::AcqRel)
+            live.heads.head.fetch_max(slot, Ordering::AcqRel)
         };
-        if slot > before || live.head_at_ms.load(Ordering::Relaxed) == 0 {
-            live.head_at_ms.store(now_ms, Ordering::Relaxed);
+        if slot > before || live.heads.head_at_ms.load(Ordering::Relaxed) == 0 {
+            live.heads.head_at_ms.store(now_ms, Ordering::Relaxed);
         }
-        live.seen_ms.store(now_ms, Ordering::Relaxed);
+        live.heads.seen_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// Provider `p` answered `error` (a `-32005` "Node is behind by N slots", with `data.numSlotsBehind`
@@ -206,9 +206,9 @@ impl NetworkLive {
         // With nobody else on its side, leaving it out would only turn its own answer into "none".
         let best = best.filter(|&b| b > 0)?;
         let live = &self.providers()[p];
-        live.head.store(best.saturating_sub(behind), Ordering::Release);
-        live.drifted.store(true, Ordering::Release);
-        let newly = !live.clock.told_behind.swap(true, Ordering::Relaxed);
+        live.heads.head.store(best.saturating_sub(behind), Ordering::Release);
+        live.heads.drifted.store(true, Ordering::Release);
+        let newly = !live.slots.clock.told_behind.swap(true, Ordering::Relaxed);
         Some(Told { behind, newly })
     }
 
@@ -217,13 +217,13 @@ impl NetworkLive {
     /// unknown, it is stalled, or on an EVM network (its head).
     pub fn slot_now(&self, p: ProviderId, now_ms: u64) -> u64 {
         let live = &self.providers()[p];
-        let head = live.head.load(Ordering::Acquire);
+        let head = live.heads.head.load(Ordering::Acquire);
         let Some(rule) = &self.slots else { return head };
-        let per_us = live.clock.per_slot_us();
-        if per_us == 0 || head == 0 || live.stalled.load(Ordering::Relaxed) {
+        let per_us = live.slots.clock.per_slot_us();
+        if per_us == 0 || head == 0 || live.slots.stalled.load(Ordering::Relaxed) {
             return head;
         }
-        let since_ms = now_ms.saturating_sub(live.head_at_ms.load(Ordering::Relaxed));
+        let since_ms = now_ms.saturating_sub(live.heads.head_at_ms.load(Ordering::Relaxed));
         // A quarter more than the cadence says, rounded up: a cadence learned a little slow must not leave a
         // provider that keeps pace out (one a slot behind costs a lagging answer, asked again elsewhere).
         let made = since_ms
@@ -238,7 +238,7 @@ impl NetworkLive {
     /// unknown or `slot_stall_slots` is 0). 0 = the check is off.
     pub fn stall_after_ms(&self, p: ProviderId) -> u64 {
         let Some(rule) = &self.slots else { return 0 };
-        let per_us = self.providers()[p].clock.per_slot_us();
+        let per_us = self.providers()[p].slots.clock.per_slot_us();
         if rule.stall_ms == 0 || rule.stall_slots == 0 || per_us == 0 {
             return rule.stall_ms;
         }
@@ -252,7 +252,7 @@ impl NetworkLive {
     pub fn update_slots(&self, now_ms: u64) -> Vec<(ProviderId, SlotChange)> {
         let Some(rule) = &self.slots else { return Vec::new() };
         let all = ProviderId::all(self.providers().len());
-        let slot = |p: ProviderId| self.providers()[p].head.load(Ordering::Acquire);
+        let slot = |p: ProviderId| self.providers()[p].heads.head.load(Ordering::Acquire);
         let base_best = all
             .clone()
             .filter(|&p| rule.side[p.index()] == 0 && self.providers()[p].breaker.is_closed())
@@ -263,22 +263,22 @@ impl NetworkLive {
         for p in all {
             let live = &self.providers()[p];
             let s = slot(p);
-            let told = live.clock.told_behind.load(Ordering::Relaxed);
+            let told = live.slots.clock.told_behind.load(Ordering::Relaxed);
             let behind = told || (rule.side[p.index()] == 0 && s > 0 && base_best.saturating_sub(s) > rule.max_drift);
-            if live.drifted.swap(behind, Ordering::AcqRel) != behind && !told {
+            if live.heads.drifted.swap(behind, Ordering::AcqRel) != behind && !told {
                 changes.push((p, SlotChange::Drifted(behind)));
             }
-            let made = live.clock.made_at_ms.load(Ordering::Relaxed);
+            let made = live.slots.clock.made_at_ms.load(Ordering::Relaxed);
             let stall_ms = self.stall_after_ms(p);
             // What its last probe showed (the clock stood still from `made` to then), or, when probes stopped
             // showing anything, how long nothing has shown it advance (answers included).
-            let observed = live.probed_at_ms.load(Ordering::Relaxed);
-            let alive = made.max(live.head_at_ms.load(Ordering::Relaxed));
+            let observed = live.slots.probed_at_ms.load(Ordering::Relaxed);
+            let alive = made.max(live.heads.head_at_ms.load(Ordering::Relaxed));
             let stalled = rule.stall_ms > 0
                 && s > 0
                 && made > 0
                 && (observed.saturating_sub(made) >= stall_ms || now_ms.saturating_sub(alive) >= rule.stall_ms);
-            if live.stalled.swap(stalled, Ordering::AcqRel) != stalled {
+            if live.slots.stalled.swap(stalled, Ordering::AcqRel) != stalled {
                 changes.push((p, SlotChange::Stalled(stalled)));
             }
         }
@@ -289,8 +289,8 @@ impl NetworkLive {
     pub fn slot_of(&self, p: ProviderId) -> (u64, u64) {
         let live = &self.providers()[p];
         (
-            live.head.load(Ordering::Acquire),
-            live.head_at_ms.load(Ordering::Relaxed),
+            live.heads.head.load(Ordering::Acquire),
+            live.heads.head_at_ms.load(Ordering::Relaxed),
         )
     }
 }

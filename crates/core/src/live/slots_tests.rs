@@ -154,8 +154,8 @@ fn each_provider_learns_its_own_cadence_from_its_probes() {
     // probes see no new slot).
     assert_eq!(run_clock(&l, 4, (50, 10_000, 0), 2_000, (0, 20_000), None), None);
     assert_eq!(run_clock(&l, 0, (400, 1_000, 0), 100, (0, 20_000), None), None);
-    let er = l.providers()[p(4)].clock.per_slot_us();
-    let base = l.providers()[p(0)].clock.per_slot_us();
+    let er = l.providers()[p(4)].slots.clock.per_slot_us();
+    let base = l.providers()[p(0)].slots.clock.per_slot_us();
     assert!((45_000..=55_000).contains(&er), "50 ms ER: {er} µs per slot");
     assert!((350_000..=450_000).contains(&base), "400 ms base: {base} µs per slot");
 }
@@ -221,7 +221,7 @@ fn one_odd_interval_does_not_move_the_cadence() {
     // A node catching up: 4 000 slots in one interval.
     l.observe_probed_slot(p(4), 10_000 + 16_000 / 50 + 4_000, 16_000);
     l.update_slots(16_000);
-    let per = l.providers()[p(4)].clock.per_slot_us();
+    let per = l.providers()[p(4)].slots.clock.per_slot_us();
     assert!((45_000..=55_000).contains(&per), "{per}");
 }
 
@@ -286,7 +286,7 @@ fn the_interval_a_clock_stopped_in_does_not_slow_its_cadence_but_a_real_change_d
     // Two samples of 50 ms, then the clock stops a quarter into the next interval: that interval's 10
     // slots in 2 s (200 ms per slot) are held back, and the clock is stalled on its one-second wait.
     let at = run_clock(&l, 4, (50, 10_000, 0), 2_000, (0, 20_000), Some(4_500)).expect("stalled");
-    assert_eq!(l.providers()[p(4)].clock.per_slot_us(), 50_000);
+    assert_eq!(l.providers()[p(4)].slots.clock.per_slot_us(), 50_000);
     assert_eq!(
         at, 6_000,
         "stalled at the first probe after it stopped: 1.5 s without a slot"
@@ -296,7 +296,7 @@ fn the_interval_a_clock_stopped_in_does_not_slow_its_cadence_but_a_real_change_d
     let l = magic();
     run_clock(&l, 4, (50, 10_000, 0), 2_000, (0, 10_000), None);
     let mut t = 10_000;
-    while l.providers()[p(4)].clock.per_slot_us() != 200_000 {
+    while l.providers()[p(4)].slots.clock.per_slot_us() != 200_000 {
         assert!(t < 30_000, "the new pace was never believed");
         l.observe_probed_slot(p(4), 10_200 + (t - 10_000) / 200, t);
         l.update_slots(t);

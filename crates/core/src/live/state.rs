@@ -10,14 +10,12 @@
 //! (never the pool's best head, a client's mark, another provider's drift or what peers are told), the
 //! provider is left out of routing, and it is back as soon as a head of its is plausible again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::live::availability::Floor;
-use crate::live::breaker::{Breaker, BreakerState};
-use crate::live::finality::{agreed_value, PoolTags, TagHeads, TagReport};
+use crate::live::finality::{agreed_value, PoolTags, TagReport};
 use crate::live::marks::{MarkKey, Marks, ShownHead};
 use prism_config::{BreakerPolicy, Network};
 use prism_telemetry::clock::now_ms;
@@ -184,154 +182,7 @@ impl HeadRule {
     }
 }
 
-/// Result of the start-up `eth_chainId` check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ChainCheck {
-    /// Not checked yet (or no `chain_id` configured).
-    Unknown = 0,
-    Ok = 1,
-    /// Serves another chain: excluded until it reports the right id.
-    Wrong = 2,
-}
-
-pub struct ProviderLive {
-    pub breaker: Breaker,
-    /// Latest believed head height of this provider (probes, responses, newHeads).
-    pub head: AtomicU64,
-    /// When `head` was first reported at its height (process-clock ms).
-    pub head_at_ms: AtomicU64,
-    /// When this provider last reported a believed head.
-    pub seen_ms: AtomicU64,
-    /// Reported a head that cannot be (see [`HeadRule`]): left out of routing and of the pool's heads.
-    pub outlier: AtomicBool,
-    /// Implausible heads reported so far (metric), and the last one.
-    pub outlier_heads: AtomicU64,
-    pub claimed_head: AtomicU64,
-    /// The first claim of the current run of consistent implausible claims, and when it was made (see
-    /// [`HeadRule::confirms`]); 0 when there is no run.
-    pub claim_run: AtomicU64,
-    pub claimed_at_ms: AtomicU64,
-    /// More than `max_drift_blocks` behind the pool's best head (Solana: `max_slot_drift` behind the best
-    /// base-layer provider).
-    pub drifted: AtomicBool,
-    /// Solana: its slot has stood still for `slot_stall_slots` of its slot times, or `slot_stall_ms`
-    /// (see `core::live::slots`).
-    pub stalled: AtomicBool,
-    /// Solana: its cadence and when its newest slot was made, as its probes show them (`core::live::slots`).
-    pub clock: crate::live::sides::SlotClock,
-    /// Solana: the slot its last probe answered, and when: what bounds the slots its answers may claim.
-    pub probed_slot: AtomicU64,
-    pub probed_at_ms: AtomicU64,
-    /// Throttled: not used until this time (ms on the process clock).
-    pub parked_until_ms: AtomicU64,
-    chain: AtomicU8,
-    /// A peer node reported this provider's breaker open; advisory until this time.
-    pub peer_open_until_ms: AtomicU64,
-    /// With `[cluster]` and `quota_rps`: quota tokens leased for this node, spent one per attempt.
-    pub quota_leased: AtomicBool,
-    pub quota_stock: std::sync::atomic::AtomicI64,
-    /// Removed from the config by a reload: never routed to again, its in-flight calls finish.
-    pub retired: AtomicBool,
-    /// The lowest block it has state and logs for, declared or learned (`core::live::availability`).
-    pub floor: Floor,
-    /// Its `safe` / `finalized` blocks as last probed or answered (`core::live::finality`).
-    pub tags: TagHeads,
-    /// `eth_getLogs`: the widest block range (and the most results) this provider is known to refuse
-    /// beyond, learned from its "too large" answers on any shard (`core::call::logs`); 0 = none learned yet.
-    pub logs_range: AtomicU64,
-    pub logs_results: AtomicU64,
-    /// Its last failures and their reasons (`telemetry::cause`), for `/status`, the page and the log.
-    pub causes: prism_telemetry::cause::CauseLog,
-    /// Taken out of routing by an operator (`core::live::cordon`).
-    pub cordon: crate::live::cordon::Cordon,
-}
-
-impl ProviderLive {
-    fn new(policy: &BreakerPolicy) -> Self {
-        ProviderLive {
-            breaker: Breaker::new(policy),
-            head: AtomicU64::new(0),
-            head_at_ms: AtomicU64::new(0),
-            seen_ms: AtomicU64::new(0),
-            outlier: AtomicBool::new(false),
-            outlier_heads: AtomicU64::new(0),
-            claimed_head: AtomicU64::new(0),
-            claim_run: AtomicU64::new(0),
-            claimed_at_ms: AtomicU64::new(0),
-            drifted: AtomicBool::new(false),
-            stalled: AtomicBool::new(false),
-            clock: Default::default(),
-            probed_slot: AtomicU64::new(0),
-            probed_at_ms: AtomicU64::new(0),
-            parked_until_ms: AtomicU64::new(0),
-            chain: AtomicU8::new(ChainCheck::Unknown as u8),
-            peer_open_until_ms: AtomicU64::new(0),
-            quota_leased: AtomicBool::new(false),
-            quota_stock: std::sync::atomic::AtomicI64::new(0),
-            retired: AtomicBool::new(false),
-            floor: Floor::default(),
-            tags: TagHeads::default(),
-            logs_range: AtomicU64::new(0),
-            logs_results: AtomicU64::new(0),
-            causes: Default::default(),
-            cordon: Default::default(),
-        }
-    }
-
-    pub fn chain(&self) -> ChainCheck {
-        match self.chain.load(Ordering::Acquire) {
-            1 => ChainCheck::Ok,
-            2 => ChainCheck::Wrong,
-            _ => ChainCheck::Unknown,
-        }
-    }
-
-    pub fn set_chain(&self, c: ChainCheck) {
-        self.chain.store(c as u8, Ordering::Release);
-    }
-
-    /// Peers see this provider failing (advisory: a node's own breaker decides exclusion).
-    pub fn peer_open(&self, now_ms: u64) -> bool {
-        self.peer_open_until_ms.load(Ordering::Relaxed) > now_ms
-    }
-
-    /// The node's leased quota for this provider is spent (only when quota is shared).
-    pub fn quota_spent(&self) -> bool {
-        self.quota_leased.load(Ordering::Relaxed) && self.quota_stock.load(Ordering::Relaxed) <= 0
-    }
-
-    pub fn is_parked(&self, now_ms: u64) -> bool {
-        self.parked_until_ms.load(Ordering::Relaxed) > now_ms
-    }
-
-    pub fn park_until(&self, until_ms: u64) {
-        self.parked_until_ms.fetch_max(until_ms, Ordering::Relaxed);
-    }
-
-    /// The state shown to operators: the breaker, or `open-drift` / `outlier` / `wrong-chain` when those
-    /// exclude it.
-    pub fn describe(&self, now_ms: u64) -> &'static str {
-        if self.retired.load(Ordering::Relaxed) {
-            "retired"
-        } else if self.cordon.is_on() {
-            "cordoned"
-        } else if self.chain() == ChainCheck::Wrong {
-            "wrong-chain"
-        } else if self.outlier.load(Ordering::Relaxed) && self.breaker.is_closed() {
-            "outlier"
-        } else if self.drifted.load(Ordering::Relaxed) && self.breaker.is_closed() {
-            "open-drift"
-        } else if self.stalled.load(Ordering::Relaxed) && self.breaker.is_closed() {
-            "stalled"
-        } else {
-            match self.breaker.state(now_ms) {
-                BreakerState::Closed if self.is_parked(now_ms) => "parked",
-                s => s.name(),
-            }
-        }
-    }
-}
+pub use crate::live::provider::{ChainCheck, ProviderLive};
 
 pub struct NetworkLive {
     /// Every slot, used or not ([`ProviderId::MAX`]); the first `slots` are this network's providers.
@@ -401,9 +252,12 @@ impl NetworkLive {
     /// (`Floor::learn`: only well below its head, by the head rule's margin).
     pub fn learn_floor(&self, provider: ProviderId, block: u64) {
         let p = &self.all[provider];
-        if p.floor
-            .learn(block, p.head.load(Ordering::Acquire), self.rule.margin(), now_ms())
-        {
+        if p.floor.learn(
+            block,
+            p.heads.head.load(Ordering::Acquire),
+            self.rule.margin(),
+            now_ms(),
+        ) {
             tracing::info!(network = %self.name, provider = %self.provider_name(provider), floor = p.floor.get(),
                 "provider lacks history below this block; older reads go to providers that have it first");
         }
@@ -427,10 +281,10 @@ impl NetworkLive {
         let best = self.best_head.load(Ordering::Acquire);
         for t in Finality::ALL {
             let reports = ProviderId::all(self.providers().len())
-                .filter(|&i| self.counts(i) && !self.all[i].drifted.load(Ordering::Relaxed))
+                .filter(|&i| self.counts(i) && !self.all[i].heads.drifted.load(Ordering::Relaxed))
                 .map(|i| TagReport {
                     tag: self.all[i].tags.get(t),
-                    head: self.all[i].head.load(Ordering::Acquire),
+                    head: self.all[i].heads.head.load(Ordering::Acquire),
                 });
             self.tags.set(t, agreed_value(reports, best));
         }
@@ -470,7 +324,7 @@ impl NetworkLive {
     /// Whether provider `i`'s head counts towards the pool's (right chain, not an outlier).
     fn counts(&self, i: ProviderId) -> bool {
         let p = &self.all[i];
-        !p.outlier.load(Ordering::Relaxed)
+        !p.heads.outlier.load(Ordering::Relaxed)
             && !p.retired.load(Ordering::Relaxed)
             && match p.chain() {
                 ChainCheck::Ok => true,
@@ -482,9 +336,9 @@ impl NetworkLive {
     fn head_ref(&self, i: ProviderId) -> HeadRef {
         let p = &self.all[i];
         HeadRef {
-            head: p.head.load(Ordering::Acquire),
-            at_ms: p.head_at_ms.load(Ordering::Relaxed),
-            seen_ms: p.seen_ms.load(Ordering::Relaxed),
+            head: p.heads.head.load(Ordering::Acquire),
+            at_ms: p.heads.head_at_ms.load(Ordering::Relaxed),
+            seen_ms: p.heads.seen_ms.load(Ordering::Relaxed),
         }
     }
 
@@ -493,7 +347,7 @@ impl NetworkLive {
     pub fn recompute_best(&self) -> u64 {
         let (mut best, mut fallback) = (0, 0);
         for (i, p) in ProviderId::all(self.providers().len()).zip(self.providers().iter()) {
-            let head = p.head.load(Ordering::Acquire);
+            let head = p.heads.head.load(Ordering::Acquire);
             if self.counts(i) {
                 best = best.max(head);
             } else if p.chain() != ChainCheck::Wrong {
@@ -518,8 +372,8 @@ impl NetworkLive {
         let verdict = self.observe_at(provider, height, now, true);
         if verdict.accepted() {
             let p = &self.all[provider];
-            if p.head.fetch_min(height, Ordering::AcqRel) > height {
-                p.head_at_ms.store(now, Ordering::Relaxed);
+            if p.heads.head.fetch_min(height, Ordering::AcqRel) > height {
+                p.heads.head_at_ms.store(now, Ordering::Relaxed);
                 self.recompute_best();
             }
         }
@@ -561,15 +415,15 @@ impl NetworkLive {
         };
         match verdict {
             HeadVerdict::Accepted => {
-                if p.claim_run.load(Ordering::Relaxed) != 0 {
-                    p.claim_run.store(0, Ordering::Relaxed);
+                if p.heads.claim_run.load(Ordering::Relaxed) != 0 {
+                    p.heads.claim_run.store(0, Ordering::Relaxed);
                 }
-                p.seen_ms.store(now_ms, Ordering::Relaxed);
-                let before = p.head.fetch_max(height, Ordering::AcqRel);
+                p.heads.seen_ms.store(now_ms, Ordering::Relaxed);
+                let before = p.heads.head.fetch_max(height, Ordering::AcqRel);
                 if height > before {
-                    p.head_at_ms.store(now_ms, Ordering::Relaxed);
+                    p.heads.head_at_ms.store(now_ms, Ordering::Relaxed);
                 }
-                let recovered = p.outlier.swap(false, Ordering::AcqRel);
+                let recovered = p.heads.outlier.swap(false, Ordering::AcqRel);
                 if recovered {
                     self.outliers.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
@@ -582,9 +436,9 @@ impl NetworkLive {
                 }
             }
             HeadVerdict::Implausible => {
-                p.outlier_heads.fetch_add(1, Ordering::Relaxed);
-                p.claimed_head.store(height, Ordering::Relaxed);
-                if !p.outlier.swap(true, Ordering::AcqRel) {
+                p.heads.outlier_heads.fetch_add(1, Ordering::Relaxed);
+                p.heads.claimed_head.store(height, Ordering::Relaxed);
+                if !p.heads.outlier.swap(true, Ordering::AcqRel) {
                     self.outliers.fetch_add(1, Ordering::AcqRel);
                     tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, best = self.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
                     self.recompute_best();
@@ -601,8 +455,8 @@ impl NetworkLive {
     fn lone_claim(&self, provider: ProviderId, height: u64, now_ms: u64) -> HeadVerdict {
         let p = &self.all[provider];
         let (run, at) = (
-            p.claim_run.load(Ordering::Relaxed),
-            p.claimed_at_ms.load(Ordering::Relaxed),
+            p.heads.claim_run.load(Ordering::Relaxed),
+            p.heads.claimed_at_ms.load(Ordering::Relaxed),
         );
         if self.rule.confirms(height, now_ms, run, at) {
             tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, since_ms = now_ms.saturating_sub(at),
@@ -610,8 +464,8 @@ impl NetworkLive {
             return HeadVerdict::Accepted;
         }
         if !self.rule.continues(height, now_ms, run, at) {
-            p.claim_run.store(height, Ordering::Relaxed);
-            p.claimed_at_ms.store(now_ms, Ordering::Relaxed);
+            p.heads.claim_run.store(height, Ordering::Relaxed);
+            p.heads.claimed_at_ms.store(now_ms, Ordering::Relaxed);
         }
         HeadVerdict::Implausible
     }
@@ -633,7 +487,7 @@ impl NetworkLive {
     /// A provider answered from below what it reported before (a load balancer behind it switched nodes, or
     /// it fell back): its head is what it just showed, so routing stops sending it clients who are ahead.
     pub fn lower_head(&self, provider: ProviderId, height: u64) {
-        if self.all[provider].head.fetch_min(height, Ordering::AcqRel) > height {
+        if self.all[provider].heads.head.fetch_min(height, Ordering::AcqRel) > height {
             self.recompute_best();
         }
     }
@@ -644,9 +498,9 @@ impl NetworkLive {
         let best = self.best_head.load(Ordering::Acquire);
         let mut changes = Vec::new();
         for (i, p) in ProviderId::all(self.providers().len()).zip(self.providers().iter()) {
-            let head = p.head.load(Ordering::Acquire);
+            let head = p.heads.head.load(Ordering::Acquire);
             let behind = head > 0 && best.saturating_sub(head) > self.max_drift;
-            if p.drifted.swap(behind, Ordering::AcqRel) != behind {
+            if p.heads.drifted.swap(behind, Ordering::AcqRel) != behind {
                 changes.push((i, behind));
             }
         }
@@ -692,9 +546,10 @@ impl NetworkLive {
         let p = &self.all[provider];
         !p.retired.load(Ordering::Relaxed)
             && !p.cordon.is_on()
-            && !p.drifted.load(Ordering::Relaxed)
-            && !p.stalled.load(Ordering::Relaxed)
-            && (!p.outlier.load(Ordering::Relaxed) || self.outliers.load(Ordering::Relaxed) >= self.providers().len())
+            && !p.heads.drifted.load(Ordering::Relaxed)
+            && !p.slots.stalled.load(Ordering::Relaxed)
+            && (!p.heads.outlier.load(Ordering::Relaxed)
+                || self.outliers.load(Ordering::Relaxed) >= self.providers().len())
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
@@ -811,7 +666,7 @@ mod tests {
             "the spiking provider no longer counts"
         );
         assert_eq!(
-            l.providers()[1].head.load(Ordering::Relaxed),
+            l.providers()[1].heads.head.load(Ordering::Relaxed),
             1_001,
             "its head stays what it was"
         );
@@ -822,7 +677,7 @@ mod tests {
         assert!(l.observe_head_at(ProviderId::new(1), 1_002, 1_200).accepted());
         assert!(l.admissible(ProviderId::new(1)));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 1_002);
-        assert_eq!(l.providers()[1].outlier_heads.load(Ordering::Relaxed), 1);
+        assert_eq!(l.providers()[1].heads.outlier_heads.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -887,7 +742,7 @@ mod tests {
             l.observe_probe(ProviderId::new(3), 0xffff_ffff_ffff),
             HeadVerdict::Implausible
         );
-        assert!(!l.admissible(ProviderId::new(3)) || l.providers()[3].outlier.load(Ordering::Relaxed));
+        assert!(!l.admissible(ProviderId::new(3)) || l.providers()[3].heads.outlier.load(Ordering::Relaxed));
         assert_eq!(l.best_head.load(Ordering::Relaxed), 5_000);
     }
 

@@ -291,8 +291,8 @@ impl NetworkRoute {
         if table.is_some() {
             quota.spent(i, cost);
             let p = &self.live.providers()[i];
-            if p.quota_leased.load(Ordering::Relaxed) {
-                p.quota_stock.fetch_sub(i64::from(cost), Ordering::Relaxed);
+            if p.peer.quota_leased.load(Ordering::Relaxed) {
+                p.peer.quota_stock.fetch_sub(i64::from(cost), Ordering::Relaxed);
             }
             self.recorder
                 .metrics()
@@ -372,8 +372,8 @@ impl NetworkRoute {
                 probe: by.is_probe(),
             },
         );
-        if p.quota_leased.load(Ordering::Relaxed) && self.statics[i].credits.is_none() {
-            p.quota_stock.fetch_sub(1, Ordering::Relaxed);
+        if p.peer.quota_leased.load(Ordering::Relaxed) && self.statics[i].credits.is_none() {
+            p.peer.quota_stock.fetch_sub(1, Ordering::Relaxed);
         }
         let name = &self.upstreams[i].name;
         let news = reason.is_some_and(|r| p.causes.record(r, by, now));

@@ -277,6 +277,7 @@ fn scored(pool: &Pool<'_>, ask: &Ask, cand: &[ProviderId], rotation: usize) -> C
     for (k, &i) in cand.iter().enumerate() {
         let behind_peers = peer_best > 0
             && live.providers()[i]
+                .heads
                 .head
                 .load(Ordering::Relaxed)
                 .saturating_add(live.max_drift)

@@ -72,7 +72,7 @@ pub(super) fn pick_ws_provider(route: &NetworkRoute, refused: &[ProviderId]) -> 
         .max_by_key(|&i| {
             (
                 usable(route, i),
-                route.live.providers()[i].head.load(Ordering::Relaxed),
+                route.live.providers()[i].heads.head.load(Ordering::Relaxed),
                 std::cmp::Reverse(i),
             )
         })

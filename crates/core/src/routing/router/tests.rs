@@ -111,6 +111,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         l.providers()[0].breaker.on_failure(t);
     }
     l.providers()[1]
+        .heads
         .drifted
         .store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
