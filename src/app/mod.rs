@@ -273,7 +273,7 @@ struct CrossShard {
 fn wait_for_chain_checks(lives: &[Arc<NetworkLive>], max: Duration) {
     let until = Instant::now() + max;
     while Instant::now() < until {
-        let pending = lives.iter().filter(|n| n.chain_id.is_some()).any(|n| {
+        let pending = lives.iter().filter(|n| n.settings.chain_id.is_some()).any(|n| {
             !n.providers().iter().any(|p| p.chain() == ChainCheck::Ok)
                 && n.providers().iter().any(|p| p.chain() == ChainCheck::Unknown)
         });

@@ -338,7 +338,7 @@ impl Sync {
         // Networks and providers by name: peers' configs need not list them in the same order.
         for (n, live) in self.lives.iter().enumerate() {
             let net = &self.config.networks[n];
-            let _ = writeln!(out, "net {} {}", net.name, live.best_head.load(Ordering::Relaxed));
+            let _ = writeln!(out, "net {} {}", net.name, live.heads.best_head.load(Ordering::Relaxed));
             let health = live.health.load();
             for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| !c.retired) {
                 let p = live.slot(prism_wire::rpc::ProviderId::new(i));

@@ -429,7 +429,7 @@ impl AdminView {
             for (n, net) in config.networks.iter().enumerate() {
                 let live = &self.lives[n];
                 let health = live.health.load();
-                let best = live.best_head.load(Ordering::Relaxed);
+                let best = live.heads.best_head.load(Ordering::Relaxed);
                 for (i, p) in ProviderId::all(net.providers.len()).zip(&net.providers) {
                     if p.retired {
                         continue;
@@ -464,7 +464,7 @@ impl AdminView {
         let wall = wall_ms();
         let live = &self.lives[n];
         let health = live.health.load();
-        let best = live.best_head.load(Ordering::Relaxed);
+        let best = live.heads.best_head.load(Ordering::Relaxed);
         let mut slots = Vec::new();
         let solana = net.kind == NetworkKind::SolanaMagic;
         let mut providers: Vec<ProviderStatus> = net

@@ -40,7 +40,7 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
     // A reload that replaced the route starts its own probers: this one ends at its next tick.
     while !shutdown.is_triggered() && !route.superseded.get() {
         let started = Instant::now();
-        if route.live.chain_id.is_some() && route.live.providers()[i].chain() != ChainCheck::Ok {
+        if route.live.settings.chain_id.is_some() && route.live.providers()[i].chain() != ChainCheck::Ok {
             id += 1;
             check_chain(route, i, id).await;
         }
@@ -248,7 +248,9 @@ async fn recheck_floor(route: &NetworkRoute, i: ProviderId, id: u64, block: u64)
 }
 
 async fn check_chain(route: &NetworkRoute, i: ProviderId, id: u64) {
-    let Some(expected) = route.live.chain_id else { return };
+    let Some(expected) = route.live.settings.chain_id else {
+        return;
+    };
     let p = &route.live.providers()[i];
     let name = &route.upstreams[i].name;
     let result = match call(route, i, id, "eth_chainId").await {
@@ -350,7 +352,7 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
             for (k, drifted) in route.live.update_drift() {
                 let who = &route.upstreams[k].name;
                 if drifted {
-                    tracing::warn!(network = %route.name, provider = %who, best = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed), "provider drifted behind the pool; excluded");
+                    tracing::warn!(network = %route.name, provider = %who, best = route.live.heads.best_head.load(std::sync::atomic::Ordering::Relaxed), "provider drifted behind the pool; excluded");
                 } else {
                     tracing::warn!(network = %route.name, provider = %who, "provider caught up; back in the pool");
                 }

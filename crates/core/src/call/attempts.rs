@@ -38,7 +38,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let (latest, tag) = (cx.latest, cx.tag);
         let write = info.kind.sent_once();
         let own = route.live.marks.get(cx.mark_key);
-        let tolerance = route.live.hwm_tolerance;
+        let tolerance = route.live.settings.hwm_tolerance;
         // A `latest` read is also held to what this node's providers have shown lately (less the tolerance):
         // the caller's mark reaches other nodes only through Redis, and it may have been answered that
         // height by one of them a moment ago.

@@ -499,7 +499,10 @@ fn a_latest_read_is_held_to_the_head_the_pool_showed_lately_even_with_no_mark() 
     let now = prism_telemetry::clock::now_ms();
     assert!(route.live.observe_head_at(ProviderId::new(0), 0x100, now).accepted());
     route.live.lower_head(ProviderId::new(0), 0x80);
-    assert_eq!(route.live.best_head.load(std::sync::atomic::Ordering::Relaxed), 0x80);
+    assert_eq!(
+        route.live.heads.best_head.load(std::sync::atomic::Ordering::Relaxed),
+        0x80
+    );
     let script = Script::new(vec![
         Reply::Http(
             200,

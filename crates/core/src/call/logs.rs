@@ -48,6 +48,7 @@ pub async fn get_logs(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome
     let (call, caller) = (cx.call, cx.caller);
     let head = route
         .live
+        .heads
         .best_head
         .load(Ordering::Relaxed)
         .max(route.live.marks.get(caller.mark));

@@ -77,7 +77,7 @@ async fn send(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
 async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u8>) -> CallOutcome {
     let metrics = route.recorder.metrics();
     let (call, info, block, caller) = (cx.call, &cx.info, cx.block, cx.caller);
-    let head = route.live.best_head.load(std::sync::atomic::Ordering::Relaxed);
+    let head = route.live.heads.best_head.load(std::sync::atomic::Ordering::Relaxed);
     let finalized = route.live.tags.agreed(Finality::Finalized);
     let pin = route
         .cache
@@ -87,7 +87,7 @@ async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u
         // An answer about a block not yet final is proven by this shard's heads feed (`core::reuse::cache`).
         let proof = Proof {
             finalized,
-            heads: route.subs.heads_current(head, route.live.hwm_tolerance),
+            heads: route.subs.heads_current(head, route.live.settings.hwm_tolerance),
         };
         if let Some(value) = cache.get(&key, proof) {
             metrics.reuse(Reuse::CacheHit);
@@ -173,7 +173,7 @@ fn below_mark(route: &NetworkRoute, cx: &CallCtx<'_, '_>, outcome: &CallOutcome)
                 (true, None) => route
                     .live
                     .held_head(prism_telemetry::clock::now_ms)
-                    .saturating_sub(route.live.hwm_tolerance),
+                    .saturating_sub(route.live.settings.hwm_tolerance),
                 _ => 0,
             };
             h < route.live.marks.get(cx.mark_key).max(held)
@@ -184,7 +184,7 @@ fn below_mark(route: &NetworkRoute, cx: &CallCtx<'_, '_>, outcome: &CallOutcome)
 
 /// `eth_chainId` / `net_version` from config: every serving provider was checked to match it.
 fn local_answer(route: &NetworkRoute, id: MethodId) -> Option<CallOutcome> {
-    let chain = route.live.chain_id?;
+    let chain = route.live.settings.chain_id?;
     let value = match id {
         MethodId::ChainId => format!("\"0x{chain:x}\""),
         MethodId::NetVersion => format!("\"{chain}\""),

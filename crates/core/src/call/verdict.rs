@@ -126,7 +126,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                 is_error: false,
             };
         };
-        let best = live.best_head.load(std::sync::atomic::Ordering::Relaxed);
+        let best = live.heads.best_head.load(std::sync::atomic::Ordering::Relaxed);
         let ceiling = if best == 0 {
             0
         } else {

@@ -189,35 +189,54 @@ pub struct NetworkLive {
     all: Box<[ProviderLive]>,
     /// Slots in use (grows when a reload adds a provider; retired ones keep theirs).
     used: AtomicUsize,
-    /// Best head across the pool: the greatest believed head of a provider that counts (right chain, not an
-    /// outlier), recomputed whenever one changes, so nothing a provider once said sticks in it.
-    pub best_head: AtomicU64,
-    /// Best head peer nodes report (advisory, `[cluster]`), valid until `peer_best_until_ms`.
-    pub peer_best_head: AtomicU64,
-    pub peer_best_until_ms: AtomicU64,
-    pub max_drift: u64,
-    pub hwm_tolerance: u64,
-    /// Configured chain id: providers must match it before they serve.
-    pub chain_id: Option<u64>,
+    /// The pool's best head, what peers report, the outliers.
+    pub heads: PoolHeads,
+    /// What config fixes beyond the head rule.
+    pub settings: LiveSettings,
     pub marks: Marks,
     /// The highest head shown lately (`core::live::marks::ShownHead`): what a `latest` read is held to besides the
     /// caller's mark ([`NetworkLive::held_head`]).
     pub shown: ShownHead,
     pub health: ArcSwap<NetworkHealth>,
     pub rule: HeadRule,
-    /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
-    outliers: AtomicUsize,
     /// For logs: the network's and providers' names.
-    pub(super) name: String,
-    names: ArcSwap<Vec<String>>,
+    pub(super) names: Names,
     /// Solana: each provider's side and the slot rules (`core::live::slots`); `None` on EVM networks.
     pub(super) slots: Option<crate::live::sides::SlotRule>,
     /// The pool's agreed `safe` / `finalized` blocks (`core::live::finality::agreed_value`).
     pub tags: PoolTags,
-    /// Key slots of the marks table (keys + 1): the stride between an EVM caller's mark lanes.
-    key_slots: usize,
     /// Provider quota in credits and the keys' fair shares of it (`core::live::quota`).
     pub quota: crate::live::quota::QuotaLive,
+}
+
+/// The pool's heads.
+#[derive(Default)]
+pub struct PoolHeads {
+    /// Best head across the pool: the greatest believed head of a provider that counts (right chain, not an
+    /// outlier), recomputed whenever one changes, so nothing a provider once said sticks in it.
+    pub best_head: AtomicU64,
+    /// Best head peer nodes report (advisory, `[cluster]`), valid until `peer_best_until_ms`.
+    pub peer_best_head: AtomicU64,
+    pub peer_best_until_ms: AtomicU64,
+    /// Providers now outliers; when all are, none is left out for it (each answer is still checked).
+    outliers: AtomicUsize,
+}
+
+/// What config fixes of a network's live state beyond the head rule (whose `max_drift` is the network's
+/// `max_drift_blocks`).
+pub struct LiveSettings {
+    /// `hwm_tolerance_blocks`: how far below a client's mark a non-`latest` read may be answered from.
+    pub hwm_tolerance: u64,
+    /// Configured chain id: providers must match it before they serve.
+    pub chain_id: Option<u64>,
+    /// Key slots of the marks table (keys + 1): the stride between an EVM caller's mark lanes.
+    key_slots: usize,
+}
+
+/// The network's and its providers' names, for logs (a reload may add providers).
+pub(super) struct Names {
+    pub(super) network: String,
+    providers: ArcSwap<Vec<String>>,
 }
 
 impl NetworkLive {
@@ -225,23 +244,23 @@ impl NetworkLive {
         let live = Arc::new(NetworkLive {
             all: (0..MAX_PROVIDERS).map(|_| ProviderLive::new(policy)).collect(),
             used: AtomicUsize::new(network.providers.len()),
-            best_head: AtomicU64::new(0),
-            peer_best_head: AtomicU64::new(0),
-            peer_best_until_ms: AtomicU64::new(0),
-            max_drift: network.max_drift_blocks,
-            hwm_tolerance: network.hwm_tolerance_blocks,
-            chain_id: network.chain_id,
+            heads: PoolHeads::default(),
+            settings: LiveSettings {
+                hwm_tolerance: network.hwm_tolerance_blocks,
+                chain_id: network.chain_id,
+                key_slots: keys + 1,
+            },
             marks: Marks::new((keys + 1) * crate::live::sides::SlotRule::mark_lanes(network) - 1),
             // Two probe intervals: by then every provider has been asked again.
             shown: ShownHead::new(network.probe_interval_ms.saturating_mul(2)),
             health: ArcSwap::from_pointee(NetworkHealth::empty(network.providers.len())),
             rule: HeadRule::new(network),
-            outliers: AtomicUsize::new(0),
-            name: network.name.clone(),
-            names: ArcSwap::from_pointee(network.providers.iter().map(|p| p.name.clone()).collect()),
+            names: Names {
+                network: network.name.clone(),
+                providers: ArcSwap::from_pointee(network.providers.iter().map(|p| p.name.clone()).collect()),
+            },
             slots: crate::live::sides::SlotRule::for_network(network),
             tags: PoolTags::default(),
-            key_slots: keys + 1,
             quota: crate::live::quota::QuotaLive::new(keys + 1),
         });
         live.apply_floors(network);
@@ -258,7 +277,7 @@ impl NetworkLive {
             self.rule.margin(),
             now_ms(),
         ) {
-            tracing::info!(network = %self.name, provider = %self.provider_name(provider), floor = p.floor.get(),
+            tracing::info!(network = %self.names.network, provider = %self.provider_name(provider), floor = p.floor.get(),
                 "provider lacks history below this block; older reads go to providers that have it first");
         }
     }
@@ -272,13 +291,13 @@ impl NetworkLive {
 
     /// The caller's mark for finality tag `t` (its own lane, `MarkKey::in_lane`).
     pub fn tag_mark(&self, k: MarkKey, t: Finality) -> MarkKey {
-        k.in_lane(1 + t.index() as u8, self.key_slots)
+        k.in_lane(1 + t.index() as u8, self.settings.key_slots)
     }
 
     /// Recomputes the pool's agreed value of each tag from the providers that count and are not drifted
     /// (see `core::live::finality::agreed_value`). Called by the prober, never on the request path.
     pub fn recompute_tags(&self) {
-        let best = self.best_head.load(Ordering::Acquire);
+        let best = self.heads.best_head.load(Ordering::Acquire);
         for t in Finality::ALL {
             let reports = ProviderId::all(self.providers().len())
                 .filter(|&i| self.counts(i) && !self.all[i].heads.drifted.load(Ordering::Relaxed))
@@ -303,7 +322,7 @@ impl NetworkLive {
 
     /// A provider's name, for logs.
     pub fn provider_name(&self, i: ProviderId) -> String {
-        self.names.load().get(i.index()).cloned().unwrap_or_default()
+        self.names.providers.load().get(i.index()).cloned().unwrap_or_default()
     }
 
     /// Takes a reloaded roster (`network.providers` in slot order, removed ones marked `retired`): new slots
@@ -315,6 +334,7 @@ impl NetworkLive {
             live.retired.store(p.retired, Ordering::Release);
         }
         self.names
+            .providers
             .store(Arc::new(network.providers.iter().map(|p| p.name.clone()).collect()));
         self.used.fetch_max(n, Ordering::AcqRel);
         self.apply_floors(network);
@@ -329,7 +349,7 @@ impl NetworkLive {
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
-                ChainCheck::Unknown => self.chain_id.is_none(),
+                ChainCheck::Unknown => self.settings.chain_id.is_none(),
             }
     }
 
@@ -355,7 +375,7 @@ impl NetworkLive {
             }
         }
         let best = if best == 0 { fallback } else { best };
-        self.best_head.store(best, Ordering::Release);
+        self.heads.best_head.store(best, Ordering::Release);
         best
     }
 
@@ -391,7 +411,7 @@ impl NetworkLive {
         let own = self.head_ref(provider);
         let verdict = if !audit
             && height <= MAX_HEIGHT
-            && (height <= own.head || height <= self.best_head.load(Ordering::Acquire))
+            && (height <= own.head || height <= self.heads.best_head.load(Ordering::Acquire))
         {
             HeadVerdict::Accepted
         } else {
@@ -425,8 +445,8 @@ impl NetworkLive {
                 }
                 let recovered = p.heads.outlier.swap(false, Ordering::AcqRel);
                 if recovered {
-                    self.outliers.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
+                    self.heads.outliers.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!(network = %self.names.network, provider = %self.provider_name(provider), head = height, "provider reports a plausible head again; back in the pool");
                 }
                 if self.counts(provider) {
                     self.shown.show(height, now_ms);
@@ -439,8 +459,8 @@ impl NetworkLive {
                 p.heads.outlier_heads.fetch_add(1, Ordering::Relaxed);
                 p.heads.claimed_head.store(height, Ordering::Relaxed);
                 if !p.heads.outlier.swap(true, Ordering::AcqRel) {
-                    self.outliers.fetch_add(1, Ordering::AcqRel);
-                    tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, best = self.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
+                    self.heads.outliers.fetch_add(1, Ordering::AcqRel);
+                    tracing::warn!(network = %self.names.network, provider = %self.provider_name(provider), head = height, best = self.heads.best_head.load(Ordering::Relaxed), "provider reports a head the chain cannot be at; excluded as an outlier");
                     self.recompute_best();
                 }
             }
@@ -459,7 +479,7 @@ impl NetworkLive {
             p.heads.claimed_at_ms.load(Ordering::Relaxed),
         );
         if self.rule.confirms(height, now_ms, run, at) {
-            tracing::warn!(network = %self.name, provider = %self.provider_name(provider), head = height, since_ms = now_ms.saturating_sub(at),
+            tracing::warn!(network = %self.names.network, provider = %self.provider_name(provider), head = height, since_ms = now_ms.saturating_sub(at),
                 "a jump in head repeated consistently with no other provider to contradict it; accepted");
             return HeadVerdict::Accepted;
         }
@@ -495,11 +515,11 @@ impl NetworkLive {
     /// Re-evaluates drift for every provider against the best head. Returns (provider, now drifted) for each
     /// change, so the caller can log it.
     pub fn update_drift(&self) -> Vec<(ProviderId, bool)> {
-        let best = self.best_head.load(Ordering::Acquire);
+        let best = self.heads.best_head.load(Ordering::Acquire);
         let mut changes = Vec::new();
         for (i, p) in ProviderId::all(self.providers().len()).zip(self.providers().iter()) {
             let head = p.heads.head.load(Ordering::Acquire);
-            let behind = head > 0 && best.saturating_sub(head) > self.max_drift;
+            let behind = head > 0 && best.saturating_sub(head) > self.rule.max_drift;
             if p.heads.drifted.swap(behind, Ordering::AcqRel) != behind {
                 changes.push((i, behind));
             }
@@ -510,7 +530,11 @@ impl NetworkLive {
     /// The provider's state as operators see it: the breaker, or why it is excluded.
     pub fn describe(&self, provider: ProviderId, now_ms: u64) -> &'static str {
         let p = &self.all[provider];
-        if p.chain() == ChainCheck::Unknown && self.chain_id.is_some() && p.breaker.is_closed() && !p.cordon.is_on() {
+        if p.chain() == ChainCheck::Unknown
+            && self.settings.chain_id.is_some()
+            && p.breaker.is_closed()
+            && !p.cordon.is_on()
+        {
             "unverified"
         } else {
             p.describe(now_ms)
@@ -520,21 +544,23 @@ impl NetworkLive {
     /// What peers report as their best head (already bounded by [`NetworkLive::plausible_ceiling`]), valid
     /// until `until_ms`. Replaces the previous report: nothing a peer once said sticks.
     pub fn set_peer_best(&self, best: u64, until_ms: u64) {
-        self.peer_best_head.store(best, Ordering::Release);
-        self.peer_best_until_ms
+        self.heads.peer_best_head.store(best, Ordering::Release);
+        self.heads
+            .peer_best_until_ms
             .store(if best == 0 { 0 } else { until_ms }, Ordering::Release);
     }
 
     /// The head a `latest` read on this node may not be answered far below (less `hwm_tolerance`): the pool's
     /// best head, or the highest one a provider showed lately if that is higher.
     pub fn held_head(&self, now_ms: impl FnOnce() -> u64) -> u64 {
-        self.shown.at_least(self.best_head.load(Ordering::Acquire), now_ms)
+        self.shown
+            .at_least(self.heads.best_head.load(Ordering::Acquire), now_ms)
     }
 
     /// The best head peers report, while their reports are fresh.
     pub fn peer_best(&self, now_ms: u64) -> u64 {
-        if self.peer_best_until_ms.load(Ordering::Acquire) > now_ms {
-            self.peer_best_head.load(Ordering::Acquire)
+        if self.heads.peer_best_until_ms.load(Ordering::Acquire) > now_ms {
+            self.heads.peer_best_head.load(Ordering::Acquire)
         } else {
             0
         }
@@ -549,11 +575,11 @@ impl NetworkLive {
             && !p.heads.drifted.load(Ordering::Relaxed)
             && !p.slots.stalled.load(Ordering::Relaxed)
             && (!p.heads.outlier.load(Ordering::Relaxed)
-                || self.outliers.load(Ordering::Relaxed) >= self.providers().len())
+                || self.heads.outliers.load(Ordering::Relaxed) >= self.providers().len())
             && match p.chain() {
                 ChainCheck::Ok => true,
                 ChainCheck::Wrong => false,
-                ChainCheck::Unknown => self.chain_id.is_none(),
+                ChainCheck::Unknown => self.settings.chain_id.is_none(),
             }
     }
 }
@@ -661,7 +687,7 @@ mod tests {
             HeadVerdict::Implausible
         );
         assert_eq!(
-            l.best_head.load(Ordering::Relaxed),
+            l.heads.best_head.load(Ordering::Relaxed),
             1_000,
             "the spiking provider no longer counts"
         );
@@ -676,7 +702,7 @@ mod tests {
         assert!(l.update_drift().is_empty(), "nobody drifts behind a spike");
         assert!(l.observe_head_at(ProviderId::new(1), 1_002, 1_200).accepted());
         assert!(l.admissible(ProviderId::new(1)));
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_002);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 1_002);
         assert_eq!(l.providers()[1].heads.outlier_heads.load(Ordering::Relaxed), 1);
     }
 
@@ -686,13 +712,13 @@ mod tests {
         let l = network(1);
         assert!(l.observe_probe(ProviderId::new(0), 0xffff_ffff_ffff).accepted());
         assert!(l.observe_probe(ProviderId::new(0), 1_000).accepted());
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 1_000);
         // A single-provider pool: time still applies, and its only provider is never left out for it.
         assert_eq!(
             l.observe_head_at(ProviderId::new(0), 0xffff_ffff_ffff, now_ms()),
             HeadVerdict::Implausible
         );
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_000);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 1_000);
         assert!(l.admissible(ProviderId::new(0)));
     }
 
@@ -710,7 +736,7 @@ mod tests {
             l.observe_head_at(ProviderId::new(0), 0xffff_ffff_ffff, 5_000),
             HeadVerdict::Implausible
         );
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 1_001);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 1_001);
         // A node that caught up 10 000 blocks: implausible at first, accepted once repeated (and moving on
         // at the chain's pace) for the confirmation time.
         assert_eq!(
@@ -724,7 +750,7 @@ mod tests {
         assert!(l
             .observe_head_at(ProviderId::new(0), 11_004, 6_000 + RULE.confirm_ms)
             .accepted());
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 11_004);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 11_004);
     }
 
     #[test]
@@ -743,7 +769,7 @@ mod tests {
             HeadVerdict::Implausible
         );
         assert!(!l.admissible(ProviderId::new(3)) || l.providers()[3].heads.outlier.load(Ordering::Relaxed));
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 5_000);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 5_000);
     }
 
     #[test]
@@ -764,7 +790,7 @@ mod tests {
             l.observe_head_at(ProviderId::new(3), 1_005_001, 2_000),
             HeadVerdict::Implausible
         );
-        assert_eq!(l.best_head.load(Ordering::Relaxed), 5_001);
+        assert_eq!(l.heads.best_head.load(Ordering::Relaxed), 5_001);
         assert_eq!(l.plausible_ceiling(2_000), Some(5_001 + 110));
     }
 }

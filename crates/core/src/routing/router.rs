@@ -280,7 +280,7 @@ fn scored(pool: &Pool<'_>, ask: &Ask, cand: &[ProviderId], rotation: usize) -> C
                 .heads
                 .head
                 .load(Ordering::Relaxed)
-                .saturating_add(live.max_drift)
+                .saturating_add(live.rule.max_drift)
                 < peer_best;
         scores[k] = (score(pool, &ask.weights, ask.family, i, scores[k] / max_cost)
             + if behind_peers { PEER_LAG_PENALTY } else { 0.0 })

@@ -156,7 +156,7 @@ fn open_topic(
         subscribers: RefCell::new(Vec::new()),
         inbox: RefCell::new(LocalQueue::new(TOPIC_INBOX)),
         internal: Cell::new(false),
-        watermark: Cell::new(route.live.best_head.load(Ordering::Relaxed)),
+        watermark: Cell::new(route.live.heads.best_head.load(Ordering::Relaxed)),
         heads: HeadsState::default(),
         logs: LogsState::default(),
     });
