@@ -1,6 +1,7 @@
 //! The edge: what a client talks to. HTTP/1.1 server, JSON-RPC envelope, replies.
 
 pub mod admin;
+mod admission;
 pub mod diagnosis;
 pub mod envelope;
 pub mod http;

@@ -9,13 +9,13 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use super::admission::{admit, caller, find_route, preflight_allowed};
 use super::diagnosis::Diagnosis;
 use super::http::{parse_head, HeadError, Method, RequestHead};
+use super::keys::KeyEntry;
 use super::reply::{write_error, write_http, ResponseMeta};
 use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
 use super::shard::Gen;
-use prism_config::{Strategy, Weights};
-use prism_core::live::marks::MarkKey;
 use prism_core::Caller;
 use prism_runtime::net::{TcpListener, TcpStream};
 use prism_runtime::{spawn, timeout_at};
@@ -145,23 +145,6 @@ enum NoRequest {
     Quiet,
     /// Answer with this status (and a JSON-RPC error body), then close.
     Refuse(u16, &'static str),
-}
-
-/// Who is asking, as routing cares: the key's strategy and weights, and whose high-water mark applies
-/// (the session's when `x-prism-session` is sent, else the key's).
-fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
-    Caller {
-        strategy: key.map_or(Strategy::Score, |k| k.strategy),
-        weights: key.map_or_else(Weights::default, |k| k.weights),
-        mark: match head.session {
-            Some(h) => MarkKey::Session(h),
-            None => key.map_or(MarkKey::Key(0), |k| k.mark()),
-        },
-        providers: u64::MAX,
-        floor: 0,
-        verify: key.map_or(prism_core::call::verify::VerifyRule::OFF, |k| k.verify),
-        key: key.map_or(0, |k| k.index as u32),
-    }
 }
 
 /// A request asked to become a WebSocket; the connection loop hands the socket over.
@@ -378,7 +361,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Answers one request. Returns false when the connection must close.
-    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
         let origin = head.origin.as_deref();
         self.out.clear();
@@ -395,74 +377,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Some(k) if !keys.is_open() => keys.find(k),
             _ => None,
         };
-        let is_preflight = head.method == Some(Method::Options);
-        if !keys.is_open() && !is_preflight {
-            let Some(entry) = key else {
-                return self
-                    .refuse(
-                        401,
-                        UNAUTHORIZED,
-                        "Unauthorized: missing or unknown API key",
-                        keep_alive,
-                        origin,
-                    )
-                    .await;
-            };
-            if !entry.may_use(route) {
-                return self
-                    .refuse(
-                        403,
-                        UNAUTHORIZED,
-                        "Forbidden: this API key may not use this network",
-                        keep_alive,
-                        origin,
-                    )
-                    .await;
-            }
-            if !entry.origin_ok(origin) {
-                return self
-                    .refuse(
-                        403,
-                        UNAUTHORIZED,
-                        "Forbidden: origin not allowed for this API key",
-                        keep_alive,
-                        None,
-                    )
-                    .await;
-            }
+        if let Err(r) = admit(keys, key, route, head) {
+            let origin = if r.echo_origin { origin } else { None };
+            return self.refuse(r.status, UNAUTHORIZED, r.message, keep_alive, origin).await;
         }
-        let meta = |extra| ResponseMeta {
-            keep_alive,
-            cors_origin: origin,
-            extra,
-            omit_body: head.method == Some(Method::Head),
-            content_type: None,
-            raw: &[],
-        };
         match head.method.unwrap_or(Method::Other) {
             Method::Options => {
-                // Preflights carry no credentials but a path key; answer per that key's origin lock, or per
-                // whether any key would accept this origin.
-                let allowed = match (key, origin) {
-                    (Some(k), o) => k.origin_ok(o),
-                    (None, None) => true,
-                    (None, Some(o)) => keys.is_open() || keys.entries().iter().any(|k| k.origin_ok(Some(o))),
-                };
-                if !allowed {
+                if !preflight_allowed(keys, key, origin) {
                     return self
                         .refuse(403, UNAUTHORIZED, "Forbidden: origin not allowed", keep_alive, None)
                         .await;
                 }
-                let extra = [
-                    "Access-Control-Allow-Methods: POST, GET, OPTIONS",
-                    "Access-Control-Allow-Headers: content-type, authorization, x-api-key, x-prism-session",
-                    "Access-Control-Max-Age: 86400",
-                ];
-                let m = ResponseMeta {
-                    cors_origin: Some(origin.unwrap_or(b"*")),
-                    ..meta(&extra)
-                };
-                write_http(&mut self.out, 204, b"", &m);
+                write_preflight(&mut self.out, head, keep_alive);
             }
             Method::Get if head.upgrade_websocket => {
                 let Some(ws_key) = head.ws_key.as_deref() else {
@@ -476,69 +402,97 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         )
                         .await;
                 };
-                let accept = super::ws::accept_key(ws_key);
-                self.out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
-                self.out.extend_from_slice(accept.as_bytes());
-                self.out.extend_from_slice(b"\r\n\r\n");
-                self.upgrade = Some(Box::new(Upgrade {
-                    gen: gen.clone(),
-                    route,
-                    caller: caller(key, head),
-                    key: key.map(|k| k.index),
-                }));
+                self.accept_upgrade(ws_key, &gen, route, key, head);
             }
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
                 prism_wire::rpc::wire::write_json_str(&mut b, gen.networks[route].name());
                 b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
-                write_http(&mut self.out, 200, &b, &meta(&[]));
+                write_http(&mut self.out, 200, &b, &answer_meta(head, keep_alive, &[]));
             }
-            Method::Post => {
-                let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
-                let caller = caller(key, head);
-                let diag = Diagnosis::default();
-                let network = &gen.networks[route];
-                let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
-                // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
-                let mut headers = self.shard.spare_out.take_empty();
-                if gen.diagnostic_headers {
-                    diag.write_headers(&mut headers, &network.route);
-                }
-                diag.write_verified(&mut headers);
-                let meta = |extra| ResponseMeta {
-                    raw: &headers,
-                    ..meta(extra)
-                };
-                let metrics = self.shard.recorder.metrics();
-                metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
-                match reply {
-                    BodyReply::Body(b) => {
-                        write_http(&mut self.out, 200, &b, &meta(&[]));
-                        self.shard.rpc.answers.give(b);
-                    }
-                    BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
-                    BodyReply::Throttled { retry_after_s, body } => {
-                        metrics.refusal(429);
-                        let retry = format!("Retry-After: {retry_after_s}");
-                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
-                    }
-                    BodyReply::OverShare { retry_after_s, body } => {
-                        metrics.refusal(429);
-                        let retry = format!("Retry-After: {retry_after_s}");
-                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
-                        self.shard.rpc.answers.give(body);
-                    }
-                }
-                self.shard.spare_out.give(headers);
-            }
+            Method::Post => self.answer_calls(&gen, route, key, head, body, keep_alive).await,
             Method::Other => {
                 let mut b = Vec::new();
                 write_error(&mut b, None, INVALID_REQUEST, "Method not allowed: use POST", None);
-                write_http(&mut self.out, 405, &b, &meta(&["Allow: POST, GET, OPTIONS"]));
+                let meta = answer_meta(head, keep_alive, &["Allow: POST, GET, OPTIONS"]);
+                write_http(&mut self.out, 405, &b, &meta);
             }
         }
         self.write_out().await
+    }
+
+    /// Writes the `101 Switching Protocols` answer and notes the upgrade: once it is written, the connection
+    /// loop hands the socket to a WebSocket session for this network and caller.
+    fn accept_upgrade(
+        &mut self,
+        ws_key: &[u8],
+        gen: &Rc<Gen>,
+        route: usize,
+        key: Option<&KeyEntry>,
+        head: &RequestHead,
+    ) {
+        let accept = super::ws::accept_key(ws_key);
+        self.out.extend_from_slice(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
+        );
+        self.out.extend_from_slice(accept.as_bytes());
+        self.out.extend_from_slice(b"\r\n\r\n");
+        self.upgrade = Some(Box::new(Upgrade {
+            gen: gen.clone(),
+            route,
+            caller: caller(key, head),
+            key: key.map(|k| k.index),
+        }));
+    }
+
+    /// Answers a JSON-RPC body (one call or a batch) on network `route`: the reply (or the key's 429), the
+    /// diagnostic header lines when configured, and the key's request counted.
+    async fn answer_calls(
+        &mut self,
+        gen: &Gen,
+        route: usize,
+        key: Option<&KeyEntry>,
+        head: &RequestHead,
+        body: &[u8],
+        keep_alive: bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
+        let caller = caller(key, head);
+        let diag = Diagnosis::default();
+        let network = &gen.networks[route];
+        let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
+        // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
+        let mut headers = self.shard.spare_out.take_empty();
+        if gen.diagnostic_headers {
+            diag.write_headers(&mut headers, &network.route);
+        }
+        diag.write_verified(&mut headers);
+        let meta = |extra| ResponseMeta {
+            raw: &headers,
+            ..answer_meta(head, keep_alive, extra)
+        };
+        let metrics = self.shard.recorder.metrics();
+        metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
+        match reply {
+            BodyReply::Body(b) => {
+                write_http(&mut self.out, 200, &b, &meta(&[]));
+                self.shard.rpc.answers.give(b);
+            }
+            BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
+            BodyReply::Throttled { retry_after_s, body } => {
+                metrics.refusal(429);
+                let retry = format!("Retry-After: {retry_after_s}");
+                write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+            }
+            BodyReply::OverShare { retry_after_s, body } => {
+                metrics.refusal(429);
+                let retry = format!("Retry-After: {retry_after_s}");
+                write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                self.shard.rpc.answers.give(body);
+            }
+        }
+        self.shard.spare_out.give(headers);
     }
 
     /// Answers with an HTTP error status and a JSON-RPC error body.
@@ -557,20 +511,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
-/// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
-/// Returns the route and the key segment, if any.
-fn find_route<'p>(gen: &Gen, path: &'p str) -> Option<(usize, Option<&'p str>)> {
-    let routes = &gen.networks;
-    let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
-    let Some(first) = segments.next() else {
-        return (routes.len() == 1).then_some((0, None));
-    };
-    let open = gen.keys.is_open();
-    match routes.iter().position(|r| r.name() == first) {
-        Some(i) if routes[i].takes_sdk_suffixes() => Some((i, segments.next().filter(|_| !open))),
-        Some(i) => Some((i, segments.next_back())),
-        None if routes.len() == 1 && routes[0].takes_sdk_suffixes() => Some((0, (!open).then_some(first))),
-        None if routes.len() == 1 && segments.next().is_none() && !open => Some((0, Some(first))),
-        None => None,
+/// The answer's headers as the request asks: keep-alive or not, its Origin echoed, no body for `HEAD`.
+#[inline]
+fn answer_meta<'a>(head: &'a RequestHead, keep_alive: bool, extra: &'a [&'a str]) -> ResponseMeta<'a> {
+    ResponseMeta {
+        keep_alive,
+        cors_origin: head.origin.as_deref(),
+        extra,
+        omit_body: head.method == Some(Method::Head),
+        content_type: None,
+        raw: &[],
     }
+}
+
+/// The `204` answer to an allowed preflight: the methods and headers a browser may send.
+fn write_preflight(out: &mut Vec<u8>, head: &RequestHead, keep_alive: bool) {
+    let extra = [
+        "Access-Control-Allow-Methods: POST, GET, OPTIONS",
+        "Access-Control-Allow-Headers: content-type, authorization, x-api-key, x-prism-session",
+        "Access-Control-Max-Age: 86400",
+    ];
+    let origin = head.origin.as_deref();
+    let meta = ResponseMeta {
+        cors_origin: Some(origin.unwrap_or(b"*")),
+        ..answer_meta(head, keep_alive, &extra)
+    };
+    write_http(out, 204, b"", &meta);
 }
