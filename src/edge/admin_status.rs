@@ -10,7 +10,8 @@ use prism_core::live::state::NetworkLive;
 use prism_telemetry::clock::now_ms;
 use prism_telemetry::snapshot::NetworkHealth;
 use prism_telemetry::status::{
-    round, ClusterStatus, CordonStatus, LastError, NetworkStatus, PeerStatus, ProviderStatus, ReloadStatus, StatusDoc,
+    round, BlocksStatus, BoardStatus, ChainPosition, ClusterStatus, CordonStatus, ErrorsStatus, LastError,
+    NetworkStatus, PeerStatus, ProviderStatus, ReloadStatus, RoutingStatus, SolanaCadence, StatusDoc, TrafficStatus,
 };
 use prism_wire::rpc::methods::Finality;
 use prism_wire::rpc::ProviderId;
@@ -153,45 +154,58 @@ impl NetworkRead<'_> {
             name: p.name.clone(),
             region: p.region.clone(),
             state: live.describe(i, now).to_string(),
-            head,
-            // A provider that never reported a head has no drift to show.
-            lag: if head == 0 { 0 } else { best.saturating_sub(head) },
-            p50_ms: round(h.overall.p50_us as f64 / 1000.0, 2),
-            p99_ms: round(h.overall.p99_us as f64 / 1000.0, 2),
-            success: round(
-                if h.overall.calls == 0 {
-                    1.0
-                } else {
-                    1.0 - h.overall.error_rate()
-                },
-                5,
-            ),
-            share: round(h.share, 4),
-            calls: h.overall.calls,
-            failures: h.overall.failures,
-            probes: h.overall.probes,
-            throttled: h.throttled,
-            cooldown_ms: pl.breaker.cooldown_ms(),
-            overflow: p.overflow,
-            outlier_heads: pl.outlier_heads.load(Ordering::Relaxed),
-            claimed_head: pl.claimed_head.load(Ordering::Relaxed),
-            floor_block: pl.floor.get(),
-            safe_head: pl.tags.get(Finality::Safe),
-            finalized_head: pl.tags.get(Finality::Finalized),
-            last_error,
-            errors_last_minute: pl
-                .causes
-                .minute_counts(now)
-                .into_iter()
-                .map(|(r, c)| (r.as_str().to_string(), c))
-                .collect(),
+            chain: ChainPosition {
+                head,
+                // A provider that never reported a head has no drift to show.
+                lag: if head == 0 { 0 } else { best.saturating_sub(head) },
+            },
+            traffic: TrafficStatus {
+                p50_ms: round(h.overall.p50_us as f64 / 1000.0, 2),
+                p99_ms: round(h.overall.p99_us as f64 / 1000.0, 2),
+                success: round(
+                    if h.overall.calls == 0 {
+                        1.0
+                    } else {
+                        1.0 - h.overall.error_rate()
+                    },
+                    5,
+                ),
+                share: round(h.share, 4),
+                calls: h.overall.calls,
+                failures: h.overall.failures,
+                probes: h.overall.probes,
+                throttled: h.throttled,
+            },
+            routing: RoutingStatus {
+                cooldown_ms: pl.breaker.cooldown_ms(),
+                overflow: p.overflow,
+                outlier_heads: pl.outlier_heads.load(Ordering::Relaxed),
+                claimed_head: pl.claimed_head.load(Ordering::Relaxed),
+            },
+            // The badge, the last minute and the series: `status_board.rs` fills them in.
+            board: BoardStatus::default(),
+            blocks: BlocksStatus {
+                floor_block: pl.floor.get(),
+                safe_head: pl.tags.get(Finality::Safe),
+                finalized_head: pl.tags.get(Finality::Finalized),
+            },
+            errors: ErrorsStatus {
+                last_error,
+                errors_last_minute: pl
+                    .causes
+                    .minute_counts(now)
+                    .into_iter()
+                    .map(|(r, c)| (r.as_str().to_string(), c))
+                    .collect(),
+            },
             cordon: pl.cordon.note().map(|c| CordonStatus {
                 reason: c.reason,
                 since_unix_ms: c.since_unix_ms,
             }),
-            slot_ms: solana.then(|| round(pl.clock.per_slot_us() as f64 / 1000.0, 1)),
-            stall_after_ms: solana.then(|| live.stall_after_ms(i)),
-            ..Default::default()
+            solana: SolanaCadence {
+                slot_ms: solana.then(|| round(pl.clock.per_slot_us() as f64 / 1000.0, 1)),
+                stall_after_ms: solana.then(|| live.stall_after_ms(i)),
+            },
         }
     }
 }
