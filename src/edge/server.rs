@@ -43,10 +43,10 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
             None => break,
             Some(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
-                let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
-                let open_here = shard.open_local.get() + 1;
-                shard.open_local.set(open_here);
-                shard.open_peak.set(shard.open_peak.get().max(open_here));
+                let open = shard.open.global.fetch_add(1, Ordering::AcqRel) + 1;
+                let open_here = shard.open.local.get() + 1;
+                shard.open.local.set(open_here);
+                shard.open.peak.set(shard.open.peak.get().max(open_here));
                 let guard = ConnGuard(shard.clone());
                 if open > shard.gen().limits.max_connections {
                     let close_timeout = Duration::from_millis(shard.gen().limits.close_timeout_ms);
@@ -82,12 +82,12 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
     }
     drop(listener);
     let drain_until = Instant::now() + Duration::from_millis(shard.gen().limits.drain_timeout_ms);
-    while shard.open_local.get() > 0 && Instant::now() < drain_until {
+    while shard.open.local.get() > 0 && Instant::now() < drain_until {
         prism_runtime::sleep(Duration::from_millis(5)).await;
     }
-    if shard.open_local.get() > 0 {
+    if shard.open.local.get() > 0 {
         tracing::warn!(
-            open = shard.open_local.get(),
+            open = shard.open.local.get(),
             "drain deadline passed with connections still open"
         );
     }
@@ -110,8 +110,8 @@ struct ConnGuard(Rc<Shard>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.open_global.fetch_sub(1, Ordering::AcqRel);
-        self.0.open_local.set(self.0.open_local.get() - 1);
+        self.0.open.global.fetch_sub(1, Ordering::AcqRel);
+        self.0.open.local.set(self.0.open.local.get() - 1);
     }
 }
 
@@ -190,7 +190,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             // In a home the shard lends: reading a request's rest is a large future (a body, chunks, a
             // `100 Continue`), needed only while a request arrives.
             let shard = self.shard.clone();
-            let read = shard.request_homes.pin_with(|| self.read_request()).await;
+            let read = shard.homes.request.pin_with(|| self.read_request()).await;
             let (head, body) = match read {
                 Ok(r) => r,
                 Err(NoRequest::Quiet) => return self.finish().await,
@@ -205,20 +205,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
             if self.out.capacity() == 0 {
-                self.out = self.shard.spare_out.take_empty();
+                self.out = self.shard.spare.out.take_empty();
             }
             // On the heap: answering takes a 5 KB future, and inline it would be part of every connection's
             // task for the connection's whole life, idle or not (perf/idle_clients.py). Its home is taken
             // from the shard per request and given back after, as the buffers are (a fresh box each time
             // took malloc's slow path: it is too large for the thread cache); keep rare paths boxed below
             // it (dial, the hedge) so it stays small: -Zprint-type-sizes shows the sizes.
-            let answering = shard.answer_homes.pin_with(|| self.respond(&head, &body, keep_alive));
+            let answering = shard.homes.answer.pin_with(|| self.respond(&head, &body, keep_alive));
             let keep_alive = answering.await && keep_alive;
-            shard.spare_bodies.give(body);
+            shard.spare.bodies.give(body);
             if let Some(up) = self.upgrade.take() {
                 // The session reads and writes its own frames: the connection's buffers go back to the
                 // shard now rather than sit beside every subscriber for the session's life.
-                shard.spare_out.give(std::mem::take(&mut self.out));
+                shard.spare.out.give(std::mem::take(&mut self.out));
                 self.buf = ReadBuf::idle(IDLE_READ);
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
                 // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
@@ -237,7 +237,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             // buffer goes back to the shard unless the next request is already here.
             self.buf.shrink_to(KEEP_BUFFER);
             if self.buf.is_empty() {
-                self.shard.spare_out.give(std::mem::take(&mut self.out));
+                self.shard.spare.out.give(std::mem::take(&mut self.out));
             } else if self.out.capacity() > KEEP_BUFFER {
                 self.out = Vec::new();
             }
@@ -274,7 +274,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let shard: &Shard = shard;
         let read = futures_lite::future::or(
             async {
-                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare_in);
+                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare.reads);
                 Some(timeout_at(idle_until, read).await)
             },
             async {
@@ -305,7 +305,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         self.buf.consume(head.len);
         let max = limits.max_body_bytes;
-        let mut body = self.shard.spare_bodies.take_empty();
+        let mut body = self.shard.spare.bodies.take_empty();
         if head.chunked {
             if head.expect_continue && self.buf.is_empty() {
                 self.send_continue().await?;
@@ -463,7 +463,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let network = &gen.networks[route];
         let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
         // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
-        let mut headers = self.shard.spare_out.take_empty();
+        let mut headers = self.shard.spare.out.take_empty();
         if gen.diagnostic_headers {
             diag.write_headers(&mut headers, &network.route);
         }
@@ -492,7 +492,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.shard.rpc.answers.give(body);
             }
         }
-        self.shard.spare_out.give(headers);
+        self.shard.spare.out.give(headers);
     }
 
     /// Answers with an HTTP error status and a JSON-RPC error body.
