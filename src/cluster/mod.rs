@@ -513,7 +513,7 @@ impl Sync {
         let tick_s = self.cluster.sync_interval_ms as f64 / 1000.0;
         let mut wants: Vec<(String, f64, u32, i64, LeaseTarget)> = Vec::new();
         for (k, entry) in self.keys.entries().iter().enumerate() {
-            if let Some(shared) = &entry.shared {
+            if let Some(shared) = &entry.rate.shared {
                 let target =
                     ((shared.rate_per_s * tick_s * 2.0).ceil() as i64).clamp(1, i64::from(shared.burst.max(1)));
                 let stock = shared.stock.load(Ordering::Acquire);
@@ -561,7 +561,7 @@ impl Sync {
             }
             match target {
                 LeaseTarget::Key(k) => {
-                    if let Some(shared) = &self.keys.entries()[k].shared {
+                    if let Some(shared) = &self.keys.entries()[k].rate.shared {
                         shared.stock.fetch_add(granted, Ordering::AcqRel);
                         shared.active.store(true, Ordering::Release);
                     }
@@ -579,7 +579,7 @@ impl Sync {
     /// Redis is away: every shared limit spends this node's share until it is back.
     fn fall_back(&self) {
         for entry in self.keys.entries() {
-            if let Some(shared) = &entry.shared {
+            if let Some(shared) = &entry.rate.shared {
                 if shared.active.swap(false, Ordering::AcqRel) {
                     shared.set_nodes(self.nodes);
                     shared.stock.store(0, Ordering::Release);
