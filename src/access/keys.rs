@@ -19,21 +19,31 @@ pub struct KeyEntry {
     pub index: usize,
     pub name: String,
     digest: Digest,
-    /// Network indexes this key may use; `None` = all.
-    networks: Option<Vec<usize>>,
-    allow: Allowlist,
-    origins: Vec<String>,
-    pub bucket: Option<Arc<Gcra>>,
-    /// With `[cluster]`: the limit shared across nodes (used instead of `bucket`).
-    pub shared: Option<Arc<SharedBucket>>,
-    /// The limit as configured (rate, burst): a reload keeps the bucket while this is unchanged.
-    limit: Option<(f64, u32)>,
+    scope: KeyScope,
+    pub rate: KeyRate,
     pub strategy: Strategy,
     pub weights: Weights,
     /// Its verified reads (`core::call::verify`; off unless `verify` is configured).
     pub verify: prism_core::call::verify::VerifyRule,
     /// Its weight in fair shares of provider quota (`core::live::quota`).
     pub quota_weight: f64,
+}
+
+/// What a key may use: which networks, which methods, from which origins.
+struct KeyScope {
+    /// Network indexes this key may use; `None` = all.
+    networks: Option<Vec<usize>>,
+    allow: Allowlist,
+    origins: Vec<String>,
+}
+
+/// How fast a key may go: its own token bucket, or with `[cluster]` the one shared across nodes.
+pub struct KeyRate {
+    pub bucket: Option<Arc<Gcra>>,
+    /// With `[cluster]`: the limit shared across nodes (used instead of `bucket`).
+    pub shared: Option<Arc<SharedBucket>>,
+    /// The limit as configured (rate, burst): a reload keeps the bucket while this is unchanged.
+    limit: Option<(f64, u32)>,
 }
 
 /// Method allowlist: exact names and `prefix_*` patterns; empty = everything.
@@ -66,11 +76,11 @@ impl Allowlist {
 
 impl KeyEntry {
     pub fn may_use(&self, network: usize) -> bool {
-        self.networks.as_ref().is_none_or(|n| n.contains(&network))
+        self.scope.networks.as_ref().is_none_or(|n| n.contains(&network))
     }
 
     pub fn allows(&self, method: &str) -> bool {
-        self.allow.allows(method)
+        self.scope.allow.allows(method)
     }
 
     /// Origin lock: a request carrying an Origin must name a listed one. Requests without an Origin are
@@ -78,8 +88,9 @@ impl KeyEntry {
     pub fn origin_ok(&self, origin: Option<&[u8]>) -> bool {
         match origin {
             None => true,
-            Some(_) if self.origins.is_empty() => true,
+            Some(_) if self.scope.origins.is_empty() => true,
             Some(o) => self
+                .scope
                 .origins
                 .iter()
                 .any(|allowed| allowed.as_bytes() == o || allowed == "*"),
@@ -89,7 +100,7 @@ impl KeyEntry {
     /// Takes `cost` tokens from the key's limit (shared across nodes when clustered). `Err(wait_ns)` when
     /// over it; keys without a limit always pass.
     pub fn admit(&self, now_ns: u64, cost: u64) -> Result<(), u64> {
-        match (&self.shared, &self.bucket) {
+        match (&self.rate.shared, &self.rate.bucket) {
             (Some(shared), _) => shared.try_take(now_ns, cost),
             (None, Some(bucket)) => bucket.try_take(now_ns, cost),
             (None, None) => Ok(()),
@@ -205,29 +216,33 @@ impl KeyRing {
 
     fn entry(&self, index: usize, k: &Key, config: &Config, old: Option<&KeyEntry>) -> KeyEntry {
         let limit = k.rate_per_s.map(|r| (r, k.burst.unwrap_or(r.ceil() as u32)));
-        let keep = old.filter(|o| o.limit == limit);
+        let keep = old.filter(|o| o.rate.limit == limit);
         KeyEntry {
             index,
             name: k.name.clone(),
             digest: self.digest(k.key.as_bytes()),
-            networks: (!k.networks.is_empty()).then(|| {
-                k.networks
-                    .iter()
-                    .filter_map(|n| config.networks.iter().position(|c| &c.name == n))
-                    .collect()
-            }),
-            allow: Allowlist::new(&k.allow),
-            origins: k.origins.clone(),
-            bucket: match keep {
-                Some(o) => o.bucket.clone(),
-                None => limit.map(|(r, b)| Arc::new(Gcra::new(r, b))),
+            scope: KeyScope {
+                networks: (!k.networks.is_empty()).then(|| {
+                    k.networks
+                        .iter()
+                        .filter_map(|n| config.networks.iter().position(|c| &c.name == n))
+                        .collect()
+                }),
+                allow: Allowlist::new(&k.allow),
+                origins: k.origins.clone(),
             },
-            shared: match (keep, &config.cluster, limit) {
-                (Some(o), _, _) => o.shared.clone(),
-                (None, Some(c), Some((r, b))) => Some(Arc::new(SharedBucket::new(r, b, c.expected_nodes))),
-                _ => None,
+            rate: KeyRate {
+                bucket: match keep {
+                    Some(o) => o.rate.bucket.clone(),
+                    None => limit.map(|(r, b)| Arc::new(Gcra::new(r, b))),
+                },
+                shared: match (keep, &config.cluster, limit) {
+                    (Some(o), _, _) => o.rate.shared.clone(),
+                    (None, Some(c), Some((r, b))) => Some(Arc::new(SharedBucket::new(r, b, c.expected_nodes))),
+                    _ => None,
+                },
+                limit,
             },
-            limit,
             strategy: k.strategy,
             weights: k.weights,
             // `prism check` refused a `verify` that does not build.

@@ -15,12 +15,15 @@
 //! Each refusal is counted (`prism_cluster_refused_total`) and logged at warn, at most once per
 //! [`WARN_EVERY_MS`].
 //!
-//! The connection itself (URL or Sentinel, TLS, ACL credentials) is [`link`]'s.
+//! The connection itself (URL or Sentinel, TLS, ACL credentials) is [`link`]'s; what a node publishes and
+//! how a peer's view is read back is [`view`]'s; the token leases are [`lease`]'s. This file is the thread's
+//! loop: each sync's round trip, and the bounds what Redis says must keep.
 
+mod lease;
 mod link;
+mod view;
 
 use std::cell::Cell;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,7 +33,6 @@ use arc_swap::ArcSwap;
 use crate::access::keys::KeyRing;
 use link::{Link, LinkError};
 use prism_config::{Cluster, Config};
-use prism_core::live::marks::MarkKey;
 use prism_core::live::state::NetworkLive;
 use prism_runtime::Shutdown;
 use prism_telemetry::clock::now_ms;
@@ -96,25 +98,6 @@ fn bounded_head(value: u64, ceiling: Option<u64>) -> Option<u64> {
     }
 }
 
-/// Token bucket in Redis: refill at ARGV[1]/s up to ARGV[2], grant up to ARGV[3]. Uses Redis's clock.
-const LEASE_SCRIPT: &str = r#"
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1]) or burst
-local ts = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
-local grant = math.min(want, math.floor(tokens))
-if grant < 0 then grant = 0 end
-tokens = tokens - grant
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
-redis.call('PEXPIRE', KEYS[1], 60000)
-return grant
-"#;
-
 /// Starts the cluster thread when `[cluster]` is configured.
 pub fn start(
     config: Arc<ArcSwap<Config>>,
@@ -139,24 +122,51 @@ pub fn start(
     Some(state)
 }
 
+/// The cluster thread's state between syncs.
 struct Sync {
     cluster: Cluster,
+    sources: Sources,
     /// The running config and keys, as a reload last left them ([`Sync::refresh`] takes them each sync).
-    config_cell: Arc<ArcSwap<Config>>,
-    keys_cell: Arc<ArcSwap<KeyRing>>,
     config: Arc<Config>,
     lives: Vec<Arc<NetworkLive>>,
     keys: Arc<KeyRing>,
     state: Arc<ClusterState>,
-    conn: Option<redis::Connection>,
-    link: Link,
+    redis: Redis,
     /// This outage (or the failures since start) was logged: one warning each, not one per sync.
     outage_logged: bool,
-    script: redis::Script,
     nodes: u32,
     /// Process-clock ms of the last warning about a refused value (rate limit).
     warned_ms: Cell<u64>,
 }
+
+/// Where each sync takes the running config and keys from: a reload swaps them.
+struct Sources {
+    config: Arc<ArcSwap<Config>>,
+    keys: Arc<ArcSwap<KeyRing>>,
+}
+
+/// The Redis side: how to reach it, the connection while it holds, and the lease script.
+struct Redis {
+    link: Link,
+    conn: Option<redis::Connection>,
+    script: redis::Script,
+}
+
+// === impl Redis ===
+
+impl Redis {
+    fn connection(&mut self) -> Result<&mut redis::Connection, LinkError> {
+        if self.conn.is_some() && self.link.master_moved() {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            self.conn = Some(self.link.connect()?);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+}
+
+// === impl Sync ===
 
 impl Sync {
     fn new(
@@ -172,14 +182,18 @@ impl Sync {
             cluster,
             config: config_cell.load_full(),
             keys: keys_cell.load_full(),
-            config_cell,
-            keys_cell,
+            sources: Sources {
+                config: config_cell,
+                keys: keys_cell,
+            },
             lives,
             state,
-            conn: None,
-            link,
+            redis: Redis {
+                link,
+                conn: None,
+                script: redis::Script::new(lease::LEASE_SCRIPT),
+            },
             outage_logged: false,
-            script: redis::Script::new(LEASE_SCRIPT),
             nodes,
             warned_ms: Cell::new(0),
         }
@@ -194,17 +208,17 @@ impl Sync {
                 Ok(()) => {
                     self.outage_logged = false;
                     if !self.state.connected.swap(true, Ordering::AcqRel) {
-                        tracing::info!(node = %self.state.node_id, redis = %self.link.describe(), "cluster: Redis reachable; sharing state and limits");
+                        tracing::info!(node = %self.state.node_id, redis = %self.redis.link.describe(), "cluster: Redis reachable; sharing state and limits");
                     }
                     self.state.last_sync_ms.store(wall_ms(), Ordering::Relaxed);
                 }
                 Err(e) => {
-                    self.conn = None;
+                    self.redis.conn = None;
                     self.state.errors.fetch_add(1, Ordering::Relaxed);
                     let was_connected = self.state.connected.swap(false, Ordering::AcqRel);
                     if was_connected || !self.outage_logged {
                         self.outage_logged = true;
-                        tracing::warn!(error = %e, redis = %self.link.describe(), nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share (retrying every sync; errors counted in prism_cluster_redis_errors_total)");
+                        tracing::warn!(error = %e, redis = %self.redis.link.describe(), nodes = self.nodes, "cluster: Redis unreachable; each limit falls back to this node's share (retrying every sync; errors counted in prism_cluster_redis_errors_total)");
                     }
                     self.fall_back();
                     // Peers cannot be seen without Redis; their advisory state expires on its own.
@@ -219,18 +233,8 @@ impl Sync {
     /// Takes the config and keys a reload may have swapped. Within one sync they do not change, so the
     /// positions a lease pass takes stay valid.
     fn refresh(&mut self) {
-        self.config = self.config_cell.load_full();
-        self.keys = self.keys_cell.load_full();
-    }
-
-    fn connection(&mut self) -> Result<&mut redis::Connection, LinkError> {
-        if self.conn.is_some() && self.link.master_moved() {
-            self.conn = None;
-        }
-        if self.conn.is_none() {
-            self.conn = Some(self.link.connect()?);
-        }
-        Ok(self.conn.as_mut().expect("just connected"))
+        self.config = self.sources.config.load_full();
+        self.keys = self.sources.keys.load_full();
     }
 
     /// A value read from Redis is out of bounds: count it, warn now and then, change nothing.
@@ -256,7 +260,7 @@ impl Sync {
         let node_key = self.key(&format!("node:{id}"));
         let nodes_key = self.key("nodes");
         let horizon = node_horizon(now, ttl);
-        let conn = self.connection()?;
+        let conn = self.redis.connection()?;
         let (live_ids, future): (Vec<String>, u64) = redis::pipe()
             .cmd("SET")
             .arg(&node_key)
@@ -309,7 +313,7 @@ impl Sync {
                 .collect();
             redis::cmd("MGET")
                 .arg(keys)
-                .query(self.conn.as_mut().expect("connected"))?
+                .query(self.redis.conn.as_mut().expect("connected"))?
         };
         let mut seen = Vec::new();
         let ceilings: Vec<Option<u64>> = self.lives.iter().map(|l| l.plausible_ceiling(now_ms())).collect();
@@ -331,276 +335,6 @@ impl Sync {
         self.lease()?;
         Ok(())
     }
-
-    /// This node's view, one fact per line.
-    fn payload(&self) -> String {
-        let mut out = String::from("v1\n");
-        // Networks and providers by name: peers' configs need not list them in the same order.
-        for (n, live) in self.lives.iter().enumerate() {
-            let net = &self.config.networks[n];
-            let _ = writeln!(out, "net {} {}", net.name, live.heads.best_head.load(Ordering::Relaxed));
-            let health = live.health.load();
-            for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| !c.retired) {
-                let p = live.slot(prism_wire::rpc::ProviderId::new(i));
-                let h = health.providers.get(i).cloned().unwrap_or_default();
-                let open = !p.breaker.is_closed()
-                    || p.heads.drifted.load(Ordering::Relaxed)
-                    || p.heads.outlier.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "prov {} {} {} {} {} {}",
-                    net.name,
-                    c.name,
-                    u8::from(open),
-                    p.heads.head.load(Ordering::Relaxed),
-                    h.overall.p50_us,
-                    (h.overall.error_rate() * 1e6) as u64
-                );
-            }
-            let keys = std::iter::once((0, "-")).chain(self.keys.entries().iter().map(|e| (e.index, e.name.as_str())));
-            for (k, key) in keys {
-                let m = live.marks.get(MarkKey::Key(k));
-                if m > 0 {
-                    let _ = writeln!(out, "mark {} {key} {m}", net.name);
-                }
-            }
-            // Each key's demand on each quota-limited provider (fair shares): peers fill the quota with it.
-            if live.quota.fair_on() {
-                for (i, c) in net.providers.iter().enumerate().filter(|(_, c)| c.quota_rps.is_some()) {
-                    for (k, credits) in live.quota.local_demand(prism_wire::rpc::ProviderId::new(i)) {
-                        let name = if k == 0 {
-                            Some("-")
-                        } else {
-                            self.keys
-                                .entries()
-                                .iter()
-                                .find(|e| e.index == k)
-                                .map(|e| e.name.as_str())
-                        };
-                        if let Some(name) = name {
-                            let _ = writeln!(out, "fair {} {} {name} {}", net.name, c.name, (credits * 1000.0) as u64);
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Folds a peer's view into this node's atomics. Heads and marks above `ceilings[n]` (where this node's own
-    /// believed heads say network `n` can plausibly be) are ignored.
-    fn apply(
-        &self,
-        peer: &str,
-        payload: &str,
-        ceilings: &[Option<u64>],
-        demands: &mut Vec<(usize, usize, usize, f64)>,
-    ) -> Peer {
-        let until = now_ms() + self.cluster.ttl_ms;
-        let mut open = Vec::new();
-        let mut best_heads = vec![0; self.lives.len()];
-        let network = |name: &str| self.config.networks.iter().position(|n| n.name == name);
-        for line in payload.lines() {
-            let f: Vec<&str> = line.split(' ').collect();
-            let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-            let Some(n) = f.get(1).and_then(|name| network(name)) else {
-                continue;
-            };
-            let live = &self.lives[n];
-            match f.first() {
-                Some(&"net") => {
-                    // Advisory: ranks providers, never excludes one (drift uses this node's own view).
-                    match num(2).map(|best| (best, bounded_head(best, ceilings[n]))) {
-                        Some((_, Some(best))) => best_heads[n] = best,
-                        Some((best, None)) => self.refuse(
-                            "best head",
-                            format_args!("peer {peer} reports {best} on {}, beyond {:?}", f[1], ceilings[n]),
-                        ),
-                        None => {}
-                    }
-                }
-                Some(&"prov") => {
-                    let provider = f
-                        .get(2)
-                        .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
-                    if let (Some(i), Some(1)) = (provider, num(3)) {
-                        live.slot(prism_wire::rpc::ProviderId::new(i))
-                            .peer
-                            .open_until_ms
-                            .fetch_max(until, Ordering::AcqRel);
-                        open.push(format!(
-                            "{}/{}",
-                            self.config.networks[n].name, self.config.networks[n].providers[i].name
-                        ));
-                    }
-                }
-                Some(&"fair") => {
-                    // A peer's key demand on a quota-limited provider, in thousandths of a credit per second.
-                    let provider = f
-                        .get(2)
-                        .and_then(|p| self.config.networks[n].providers.iter().position(|c| c.name == *p));
-                    let key = match f.get(3) {
-                        Some(&"-") => Some(0),
-                        Some(name) => self.keys.entries().iter().find(|e| e.name == *name).map(|e| e.index),
-                        None => None,
-                    };
-                    if let (Some(i), Some(k), Some(d)) = (provider, key, num(4)) {
-                        demands.push((n, i, k, d as f64 / 1000.0));
-                    }
-                }
-                Some(&"mark") => {
-                    let key = match f.get(2) {
-                        Some(&"-") => Some(0),
-                        Some(name) => self.keys.entries().iter().find(|e| e.name == *name).map(|e| e.index),
-                        None => None,
-                    };
-                    if let (Some(k), Some(h)) = (key, num(3)) {
-                        match bounded_head(h, ceilings[n]) {
-                            Some(h) => live.marks.raise(MarkKey::Key(k), h),
-                            None => self.refuse(
-                                "mark",
-                                format_args!("peer {peer} reports mark {h} on {}, beyond {:?}", f[1], ceilings[n]),
-                            ),
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        Peer {
-            id: peer.to_string(),
-            open,
-            best_heads,
-        }
-    }
-
-    /// Peers' key demands on quota-limited providers (summed over peers) go to each provider's fair shares,
-    /// bounded there (`core::live::quota::PEER_DEMAND_BOUND`) and valid for a ttl.
-    fn share_demands(&self, mut demands: Vec<(usize, usize, usize, f64)>) {
-        let until = now_ms() + self.cluster.ttl_ms;
-        demands.sort_by_key(|d| (d.0, d.1, d.2));
-        for (n, live) in self.lives.iter().enumerate() {
-            if !live.quota.fair_on() {
-                continue;
-            }
-            for (i, c) in self.config.networks[n].providers.iter().enumerate() {
-                if c.quota_rps.is_none() {
-                    continue;
-                }
-                let mut per_key: Vec<(usize, f64)> = Vec::new();
-                for d in demands.iter().filter(|d| d.0 == n && d.1 == i) {
-                    match per_key.last_mut() {
-                        Some(last) if last.0 == d.2 => last.1 += d.3,
-                        _ => per_key.push((d.2, d.3)),
-                    }
-                }
-                let cut = live
-                    .quota
-                    .set_peer_demand(prism_wire::rpc::ProviderId::new(i), &per_key, until);
-                if cut > 0 {
-                    self.refuse(
-                        "key demand",
-                        format_args!(
-                            "{cut} peer demands on {}/{} beyond the bound",
-                            self.config.networks[n].name, c.name
-                        ),
-                    );
-                }
-            }
-        }
-    }
-
-    /// Tops up leased tokens for every shared limit: about two sync intervals' worth, at least one.
-    fn lease(&mut self) -> Result<(), LinkError> {
-        let tick_s = self.cluster.sync_interval_ms as f64 / 1000.0;
-        let mut wants: Vec<(String, f64, u32, i64, LeaseTarget)> = Vec::new();
-        for (k, entry) in self.keys.entries().iter().enumerate() {
-            if let Some(shared) = &entry.shared {
-                let target =
-                    ((shared.rate_per_s * tick_s * 2.0).ceil() as i64).clamp(1, i64::from(shared.burst.max(1)));
-                let stock = shared.stock.load(Ordering::Acquire);
-                if stock < target {
-                    wants.push((
-                        self.key(&format!("bucket:key:{}", entry.name)),
-                        shared.rate_per_s,
-                        shared.burst,
-                        target - stock,
-                        LeaseTarget::Key(k),
-                    ));
-                }
-            }
-        }
-        for (n, net) in self.config.networks.iter().enumerate() {
-            for (i, p) in net.providers.iter().enumerate() {
-                if let Some(q) = p.quota_rps {
-                    let rate = f64::from(q);
-                    let target = ((rate * tick_s * 2.0).ceil() as i64).max(1);
-                    let stock = self.lives[n]
-                        .slot(prism_wire::rpc::ProviderId::new(i))
-                        .peer
-                        .quota_stock
-                        .load(Ordering::Acquire);
-                    if stock < target {
-                        let key = self.key(&format!("bucket:quota:{}:{}", net.name, p.name));
-                        wants.push((key, rate, q, target - stock, LeaseTarget::Provider(n, i)));
-                    }
-                }
-            }
-        }
-        for (key, rate, burst, want, target) in wants {
-            let answered: i64 = self
-                .script
-                .key(&key)
-                .arg(rate)
-                .arg(burst)
-                .arg(want)
-                .invoke(self.conn.as_mut().expect("connected"))?;
-            let granted = bounded_grant(answered, want);
-            if granted != answered {
-                self.refuse(
-                    "token grant",
-                    format_args!("{key}: Redis granted {answered} of {want} asked; using {granted}"),
-                );
-            }
-            match target {
-                LeaseTarget::Key(k) => {
-                    if let Some(shared) = &self.keys.entries()[k].shared {
-                        shared.stock.fetch_add(granted, Ordering::AcqRel);
-                        shared.active.store(true, Ordering::Release);
-                    }
-                }
-                LeaseTarget::Provider(n, i) => {
-                    let p = self.lives[n].slot(prism_wire::rpc::ProviderId::new(i));
-                    p.peer.quota_stock.fetch_add(granted, Ordering::AcqRel);
-                    p.peer.quota_leased.store(true, Ordering::Release);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Redis is away: every shared limit spends this node's share until it is back.
-    fn fall_back(&self) {
-        for entry in self.keys.entries() {
-            if let Some(shared) = &entry.shared {
-                if shared.active.swap(false, Ordering::AcqRel) {
-                    shared.set_nodes(self.nodes);
-                    shared.stock.store(0, Ordering::Release);
-                }
-            }
-        }
-        for live in &self.lives {
-            for p in live.providers().iter() {
-                // Quota falls back to local burn measurement (the router's own quota_burn).
-                p.peer.quota_leased.store(false, Ordering::Release);
-            }
-        }
-    }
-}
-
-enum LeaseTarget {
-    Key(usize),
-    Provider(usize, usize),
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The edge: what a client talks to. HTTP/1.1 server, JSON-RPC envelope, replies.
 
 pub mod admin;
+mod admin_metrics;
+mod admin_status;
+mod admission;
 pub mod diagnosis;
 pub mod envelope;
 pub mod http;

@@ -9,13 +9,13 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use super::admission::{admit, caller, find_route, preflight_allowed};
 use super::diagnosis::Diagnosis;
 use super::http::{parse_head, HeadError, Method, RequestHead};
+use super::keys::KeyEntry;
 use super::reply::{write_error, write_http, ResponseMeta};
 use super::rpc::{handle_body, BodyReply, INVALID_REQUEST, UNAUTHORIZED};
 use super::shard::Gen;
-use prism_config::{Strategy, Weights};
-use prism_core::live::marks::MarkKey;
 use prism_core::Caller;
 use prism_runtime::net::{TcpListener, TcpStream};
 use prism_runtime::{spawn, timeout_at};
@@ -43,10 +43,10 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
             None => break,
             Some(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
-                let open = shard.open_global.fetch_add(1, Ordering::AcqRel) + 1;
-                let open_here = shard.open_local.get() + 1;
-                shard.open_local.set(open_here);
-                shard.open_peak.set(shard.open_peak.get().max(open_here));
+                let open = shard.open.global.fetch_add(1, Ordering::AcqRel) + 1;
+                let open_here = shard.open.local.get() + 1;
+                shard.open.local.set(open_here);
+                shard.open.peak.set(shard.open.peak.get().max(open_here));
                 let guard = ConnGuard(shard.clone());
                 if open > shard.gen().limits.max_connections {
                     let close_timeout = Duration::from_millis(shard.gen().limits.close_timeout_ms);
@@ -82,12 +82,12 @@ pub async fn serve(listener: TcpListener, shard: Rc<Shard>) {
     }
     drop(listener);
     let drain_until = Instant::now() + Duration::from_millis(shard.gen().limits.drain_timeout_ms);
-    while shard.open_local.get() > 0 && Instant::now() < drain_until {
+    while shard.open.local.get() > 0 && Instant::now() < drain_until {
         prism_runtime::sleep(Duration::from_millis(5)).await;
     }
-    if shard.open_local.get() > 0 {
+    if shard.open.local.get() > 0 {
         tracing::warn!(
-            open = shard.open_local.get(),
+            open = shard.open.local.get(),
             "drain deadline passed with connections still open"
         );
     }
@@ -110,8 +110,8 @@ struct ConnGuard(Rc<Shard>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.open_global.fetch_sub(1, Ordering::AcqRel);
-        self.0.open_local.set(self.0.open_local.get() - 1);
+        self.0.open.global.fetch_sub(1, Ordering::AcqRel);
+        self.0.open.local.set(self.0.open.local.get() - 1);
     }
 }
 
@@ -145,23 +145,6 @@ enum NoRequest {
     Quiet,
     /// Answer with this status (and a JSON-RPC error body), then close.
     Refuse(u16, &'static str),
-}
-
-/// Who is asking, as routing cares: the key's strategy and weights, and whose high-water mark applies
-/// (the session's when `x-prism-session` is sent, else the key's).
-fn caller(key: Option<&super::keys::KeyEntry>, head: &RequestHead) -> Caller {
-    Caller {
-        strategy: key.map_or(Strategy::Score, |k| k.strategy),
-        weights: key.map_or_else(Weights::default, |k| k.weights),
-        mark: match head.session {
-            Some(h) => MarkKey::Session(h),
-            None => key.map_or(MarkKey::Key(0), |k| k.mark()),
-        },
-        providers: u64::MAX,
-        floor: 0,
-        verify: key.map_or(prism_core::call::verify::VerifyRule::OFF, |k| k.verify),
-        key: key.map_or(0, |k| k.index as u32),
-    }
 }
 
 /// A request asked to become a WebSocket; the connection loop hands the socket over.
@@ -207,7 +190,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             // In a home the shard lends: reading a request's rest is a large future (a body, chunks, a
             // `100 Continue`), needed only while a request arrives.
             let shard = self.shard.clone();
-            let read = shard.request_homes.pin_with(|| self.read_request()).await;
+            let read = shard.homes.request.pin_with(|| self.read_request()).await;
             let (head, body) = match read {
                 Ok(r) => r,
                 Err(NoRequest::Quiet) => return self.finish().await,
@@ -222,20 +205,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             };
             let keep_alive = head.keep_alive && !self.shard.shutdown.is_triggered();
             if self.out.capacity() == 0 {
-                self.out = self.shard.spare_out.take_empty();
+                self.out = self.shard.spare.out.take_empty();
             }
             // On the heap: answering takes a 5 KB future, and inline it would be part of every connection's
             // task for the connection's whole life, idle or not (perf/idle_clients.py). Its home is taken
             // from the shard per request and given back after, as the buffers are (a fresh box each time
             // took malloc's slow path: it is too large for the thread cache); keep rare paths boxed below
             // it (dial, the hedge) so it stays small: -Zprint-type-sizes shows the sizes.
-            let answering = shard.answer_homes.pin_with(|| self.respond(&head, &body, keep_alive));
+            let answering = shard.homes.answer.pin_with(|| self.respond(&head, &body, keep_alive));
             let keep_alive = answering.await && keep_alive;
-            shard.spare_bodies.give(body);
+            shard.spare.bodies.give(body);
             if let Some(up) = self.upgrade.take() {
                 // The session reads and writes its own frames: the connection's buffers go back to the
                 // shard now rather than sit beside every subscriber for the session's life.
-                shard.spare_out.give(std::mem::take(&mut self.out));
+                shard.spare.out.give(std::mem::take(&mut self.out));
                 self.buf = ReadBuf::idle(IDLE_READ);
                 let key = up.key.and_then(|i| up.gen.keys.by_index(i));
                 // Boxed for the same reason: a WebSocket session's future is as large as the connection's.
@@ -254,7 +237,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             // buffer goes back to the shard unless the next request is already here.
             self.buf.shrink_to(KEEP_BUFFER);
             if self.buf.is_empty() {
-                self.shard.spare_out.give(std::mem::take(&mut self.out));
+                self.shard.spare.out.give(std::mem::take(&mut self.out));
             } else if self.out.capacity() > KEEP_BUFFER {
                 self.out = Vec::new();
             }
@@ -291,7 +274,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let shard: &Shard = shard;
         let read = futures_lite::future::or(
             async {
-                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare_in);
+                let read = buf.read_idle_from(stream, IDLE_READ, &shard.spare.reads);
                 Some(timeout_at(idle_until, read).await)
             },
             async {
@@ -322,7 +305,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         self.buf.consume(head.len);
         let max = limits.max_body_bytes;
-        let mut body = self.shard.spare_bodies.take_empty();
+        let mut body = self.shard.spare.bodies.take_empty();
         if head.chunked {
             if head.expect_continue && self.buf.is_empty() {
                 self.send_continue().await?;
@@ -378,7 +361,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Answers one request. Returns false when the connection must close.
-    #[expect(clippy::too_many_lines, reason = "listed in scripts/targets.allow until it is split")]
     async fn respond(&mut self, head: &RequestHead, body: &[u8], keep_alive: bool) -> bool {
         let origin = head.origin.as_deref();
         self.out.clear();
@@ -395,74 +377,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Some(k) if !keys.is_open() => keys.find(k),
             _ => None,
         };
-        let is_preflight = head.method == Some(Method::Options);
-        if !keys.is_open() && !is_preflight {
-            let Some(entry) = key else {
-                return self
-                    .refuse(
-                        401,
-                        UNAUTHORIZED,
-                        "Unauthorized: missing or unknown API key",
-                        keep_alive,
-                        origin,
-                    )
-                    .await;
-            };
-            if !entry.may_use(route) {
-                return self
-                    .refuse(
-                        403,
-                        UNAUTHORIZED,
-                        "Forbidden: this API key may not use this network",
-                        keep_alive,
-                        origin,
-                    )
-                    .await;
-            }
-            if !entry.origin_ok(origin) {
-                return self
-                    .refuse(
-                        403,
-                        UNAUTHORIZED,
-                        "Forbidden: origin not allowed for this API key",
-                        keep_alive,
-                        None,
-                    )
-                    .await;
-            }
+        if let Err(r) = admit(keys, key, route, head) {
+            let origin = if r.echo_origin { origin } else { None };
+            return self.refuse(r.status, UNAUTHORIZED, r.message, keep_alive, origin).await;
         }
-        let meta = |extra| ResponseMeta {
-            keep_alive,
-            cors_origin: origin,
-            extra,
-            omit_body: head.method == Some(Method::Head),
-            content_type: None,
-            raw: &[],
-        };
         match head.method.unwrap_or(Method::Other) {
             Method::Options => {
-                // Preflights carry no credentials but a path key; answer per that key's origin lock, or per
-                // whether any key would accept this origin.
-                let allowed = match (key, origin) {
-                    (Some(k), o) => k.origin_ok(o),
-                    (None, None) => true,
-                    (None, Some(o)) => keys.is_open() || keys.entries().iter().any(|k| k.origin_ok(Some(o))),
-                };
-                if !allowed {
+                if !preflight_allowed(keys, key, origin) {
                     return self
                         .refuse(403, UNAUTHORIZED, "Forbidden: origin not allowed", keep_alive, None)
                         .await;
                 }
-                let extra = [
-                    "Access-Control-Allow-Methods: POST, GET, OPTIONS",
-                    "Access-Control-Allow-Headers: content-type, authorization, x-api-key, x-prism-session",
-                    "Access-Control-Max-Age: 86400",
-                ];
-                let m = ResponseMeta {
-                    cors_origin: Some(origin.unwrap_or(b"*")),
-                    ..meta(&extra)
-                };
-                write_http(&mut self.out, 204, b"", &m);
+                write_preflight(&mut self.out, head, keep_alive);
             }
             Method::Get if head.upgrade_websocket => {
                 let Some(ws_key) = head.ws_key.as_deref() else {
@@ -476,69 +402,97 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         )
                         .await;
                 };
-                let accept = super::ws::accept_key(ws_key);
-                self.out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
-                self.out.extend_from_slice(accept.as_bytes());
-                self.out.extend_from_slice(b"\r\n\r\n");
-                self.upgrade = Some(Box::new(Upgrade {
-                    gen: gen.clone(),
-                    route,
-                    caller: caller(key, head),
-                    key: key.map(|k| k.index),
-                }));
+                self.accept_upgrade(ws_key, &gen, route, key, head);
             }
             Method::Get | Method::Head => {
                 let mut b = Vec::new();
                 b.extend_from_slice(br#"{"service":"prism","network":"#);
                 prism_wire::rpc::wire::write_json_str(&mut b, gen.networks[route].name());
                 b.extend_from_slice(br#","usage":"POST JSON-RPC 2.0 requests (single or batch) to this path"}"#);
-                write_http(&mut self.out, 200, &b, &meta(&[]));
+                write_http(&mut self.out, 200, &b, &answer_meta(head, keep_alive, &[]));
             }
-            Method::Post => {
-                let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
-                let caller = caller(key, head);
-                let diag = Diagnosis::default();
-                let network = &gen.networks[route];
-                let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
-                // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
-                let mut headers = self.shard.spare_out.take_empty();
-                if gen.diagnostic_headers {
-                    diag.write_headers(&mut headers, &network.route);
-                }
-                diag.write_verified(&mut headers);
-                let meta = |extra| ResponseMeta {
-                    raw: &headers,
-                    ..meta(extra)
-                };
-                let metrics = self.shard.recorder.metrics();
-                metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
-                match reply {
-                    BodyReply::Body(b) => {
-                        write_http(&mut self.out, 200, &b, &meta(&[]));
-                        self.shard.rpc.answers.give(b);
-                    }
-                    BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
-                    BodyReply::Throttled { retry_after_s, body } => {
-                        metrics.refusal(429);
-                        let retry = format!("Retry-After: {retry_after_s}");
-                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
-                    }
-                    BodyReply::OverShare { retry_after_s, body } => {
-                        metrics.refusal(429);
-                        let retry = format!("Retry-After: {retry_after_s}");
-                        write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
-                        self.shard.rpc.answers.give(body);
-                    }
-                }
-                self.shard.spare_out.give(headers);
-            }
+            Method::Post => self.answer_calls(&gen, route, key, head, body, keep_alive).await,
             Method::Other => {
                 let mut b = Vec::new();
                 write_error(&mut b, None, INVALID_REQUEST, "Method not allowed: use POST", None);
-                write_http(&mut self.out, 405, &b, &meta(&["Allow: POST, GET, OPTIONS"]));
+                let meta = answer_meta(head, keep_alive, &["Allow: POST, GET, OPTIONS"]);
+                write_http(&mut self.out, 405, &b, &meta);
             }
         }
         self.write_out().await
+    }
+
+    /// Writes the `101 Switching Protocols` answer and notes the upgrade: once it is written, the connection
+    /// loop hands the socket to a WebSocket session for this network and caller.
+    fn accept_upgrade(
+        &mut self,
+        ws_key: &[u8],
+        gen: &Rc<Gen>,
+        route: usize,
+        key: Option<&KeyEntry>,
+        head: &RequestHead,
+    ) {
+        let accept = super::ws::accept_key(ws_key);
+        self.out.extend_from_slice(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
+        );
+        self.out.extend_from_slice(accept.as_bytes());
+        self.out.extend_from_slice(b"\r\n\r\n");
+        self.upgrade = Some(Box::new(Upgrade {
+            gen: gen.clone(),
+            route,
+            caller: caller(key, head),
+            key: key.map(|k| k.index),
+        }));
+    }
+
+    /// Answers a JSON-RPC body (one call or a batch) on network `route`: the reply (or the key's 429), the
+    /// diagnostic header lines when configured, and the key's request counted.
+    async fn answer_calls(
+        &mut self,
+        gen: &Gen,
+        route: usize,
+        key: Option<&KeyEntry>,
+        head: &RequestHead,
+        body: &[u8],
+        keep_alive: bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_millis(gen.limits.request_deadline_ms);
+        let caller = caller(key, head);
+        let diag = Diagnosis::default();
+        let network = &gen.networks[route];
+        let reply = handle_body(&self.shard.rpc, network, &caller, key, body, deadline, &diag).await;
+        // The diagnostic header lines, in a buffer the shard lends (an idle connection keeps none).
+        let mut headers = self.shard.spare.out.take_empty();
+        if gen.diagnostic_headers {
+            diag.write_headers(&mut headers, &network.route);
+        }
+        diag.write_verified(&mut headers);
+        let meta = |extra| ResponseMeta {
+            raw: &headers,
+            ..answer_meta(head, keep_alive, extra)
+        };
+        let metrics = self.shard.recorder.metrics();
+        metrics.key_request(key.map_or(0, |k| k.index), matches!(reply, BodyReply::Throttled { .. }));
+        match reply {
+            BodyReply::Body(b) => {
+                write_http(&mut self.out, 200, &b, &meta(&[]));
+                self.shard.rpc.answers.give(b);
+            }
+            BodyReply::Empty => write_http(&mut self.out, 204, b"", &meta(&[])),
+            BodyReply::Throttled { retry_after_s, body } => {
+                metrics.refusal(429);
+                let retry = format!("Retry-After: {retry_after_s}");
+                write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+            }
+            BodyReply::OverShare { retry_after_s, body } => {
+                metrics.refusal(429);
+                let retry = format!("Retry-After: {retry_after_s}");
+                write_http(&mut self.out, 429, &body, &meta(&[retry.as_str()]));
+                self.shard.rpc.answers.give(body);
+            }
+        }
+        self.shard.spare.out.give(headers);
     }
 
     /// Answers with an HTTP error status and a JSON-RPC error body.
@@ -557,20 +511,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
-/// `/` when one network is configured, `/{network}`, `/{network}/{key}`, or `/{key}` with one network.
-/// Returns the route and the key segment, if any.
-fn find_route<'p>(gen: &Gen, path: &'p str) -> Option<(usize, Option<&'p str>)> {
-    let routes = &gen.networks;
-    let mut segments = path.trim_start_matches('/').split('/').filter(|s| !s.is_empty());
-    let Some(first) = segments.next() else {
-        return (routes.len() == 1).then_some((0, None));
-    };
-    let open = gen.keys.is_open();
-    match routes.iter().position(|r| r.name() == first) {
-        Some(i) if routes[i].takes_sdk_suffixes() => Some((i, segments.next().filter(|_| !open))),
-        Some(i) => Some((i, segments.next_back())),
-        None if routes.len() == 1 && routes[0].takes_sdk_suffixes() => Some((0, (!open).then_some(first))),
-        None if routes.len() == 1 && segments.next().is_none() && !open => Some((0, Some(first))),
-        None => None,
+/// The answer's headers as the request asks: keep-alive or not, its Origin echoed, no body for `HEAD`.
+#[inline]
+fn answer_meta<'a>(head: &'a RequestHead, keep_alive: bool, extra: &'a [&'a str]) -> ResponseMeta<'a> {
+    ResponseMeta {
+        keep_alive,
+        cors_origin: head.origin.as_deref(),
+        extra,
+        omit_body: head.method == Some(Method::Head),
+        content_type: None,
+        raw: &[],
     }
+}
+
+/// The `204` answer to an allowed preflight: the methods and headers a browser may send.
+fn write_preflight(out: &mut Vec<u8>, head: &RequestHead, keep_alive: bool) {
+    let extra = [
+        "Access-Control-Allow-Methods: POST, GET, OPTIONS",
+        "Access-Control-Allow-Headers: content-type, authorization, x-api-key, x-prism-session",
+        "Access-Control-Max-Age: 86400",
+    ];
+    let origin = head.origin.as_deref();
+    let meta = ResponseMeta {
+        cors_origin: Some(origin.unwrap_or(b"*")),
+        ..answer_meta(head, keep_alive, &extra)
+    };
+    write_http(out, 204, b"", &meta);
 }

@@ -48,30 +48,51 @@ pub struct Shard {
     pub shutdown: Shutdown,
     /// The same shutdown, waited on by this shard's connections alone (no shared list per idle read).
     pub local_shutdown: prism_runtime::LocalShutdown,
-    /// Open client connections across all shards, for `limits.max_connections`.
-    pub open_global: Arc<AtomicUsize>,
-    /// Open client connections on this shard, for draining.
-    pub open_local: Cell<usize>,
-    /// The most open at once since the last [`Shard::trim_spares`]: those closed since freed their memory.
-    pub open_peak: Cell<usize>,
+    pub open: OpenConnections,
     /// Client subscriptions open on this shard (EVM and Solana), for `limits.max_subscriptions_per_shard`.
     pub subscriptions: Cell<usize>,
     /// This shard's health samples, shipped to the aggregator.
     pub recorder: Rc<prism_telemetry::recorder::Recorder>,
-    /// Read buffers idle connections gave back while they wait (`ReadBuf::read_idle_from`).
-    pub spare_in: SpareBufs,
-    /// Answer buffers idle connections gave back.
-    pub spare_out: SpareBufs,
-    /// Request bodies between requests.
-    pub spare_bodies: SpareBufs,
-    /// Homes for the future that answers a request (`edge::server`), between requests.
-    pub answer_homes: prism_runtime::SpareBoxes,
-    /// Homes for the future that reads the rest of a request once its first bytes are in.
-    pub request_homes: prism_runtime::SpareBoxes,
-    /// Homes for the future that answers one WebSocket message (`edge::ws`): not part of every idle
-    /// subscriber's session.
-    pub message_homes: prism_runtime::SpareBoxes,
+    pub spare: SpareBuffers,
+    pub homes: FutureHomes,
 }
+
+/// Client connections counted open, for the connection limit, draining and trimming.
+pub struct OpenConnections {
+    /// Across all shards, for `limits.max_connections`.
+    pub global: Arc<AtomicUsize>,
+    /// On this shard, for draining.
+    pub local: Cell<usize>,
+    /// The most open at once since the last [`Shard::trim_spares`]: those closed since freed their memory.
+    pub peak: Cell<usize>,
+}
+
+/// Buffers that idle connections and finished requests gave back, lent to the next one that needs one: an
+/// idle connection holds none.
+#[derive(Default)]
+pub struct SpareBuffers {
+    /// Read buffers idle connections gave back while they wait (`ReadBuf::read_idle_from`).
+    pub reads: SpareBufs,
+    /// Answer buffers idle connections gave back.
+    pub out: SpareBufs,
+    /// Request bodies between requests.
+    pub bodies: SpareBufs,
+}
+
+/// Heap homes for the large futures a connection runs only now and then, kept between uses: boxed so an
+/// idle connection's task stays small, and reused so each use skips malloc's slow path.
+#[derive(Default)]
+pub struct FutureHomes {
+    /// For the future that answers a request (`edge::server`).
+    pub answer: prism_runtime::SpareBoxes,
+    /// For the future that reads the rest of a request once its first bytes are in.
+    pub request: prism_runtime::SpareBoxes,
+    /// For the future that answers one WebSocket message (`edge::ws`): not part of every idle subscriber's
+    /// session.
+    pub message: prism_runtime::SpareBoxes,
+}
+
+// === impl Shard ===
 
 impl Shard {
     pub fn new(
@@ -95,17 +116,15 @@ impl Shard {
             rpc,
             local_shutdown: prism_runtime::LocalShutdown::new(shutdown.clone()),
             shutdown,
-            open_global,
-            open_local: Cell::new(0),
-            open_peak: Cell::new(0),
+            open: OpenConnections {
+                global: open_global,
+                local: Cell::new(0),
+                peak: Cell::new(0),
+            },
             subscriptions: Cell::new(0),
             recorder,
-            spare_in: Default::default(),
-            spare_out: Default::default(),
-            spare_bodies: Default::default(),
-            answer_homes: Default::default(),
-            request_homes: Default::default(),
-            message_homes: Default::default(),
+            spare: SpareBuffers::default(),
+            homes: FutureHomes::default(),
         }
     }
 
@@ -115,12 +134,12 @@ impl Shard {
     /// the client connections that closed (at least [`CONNECTION_BYTES`] each), so the caller can tell
     /// malloc to return them (`runtime::memory`): 10 000 clients that came and went leave their memory.
     pub fn trim_spares(&self) -> usize {
-        let open = self.open_local.get();
-        let closed = self.open_peak.replace(open).saturating_sub(open);
+        let open = self.open.local.get();
+        let closed = self.open.peak.replace(open).saturating_sub(open);
         let mut freed = closed * CONNECTION_BYTES
-            + self.spare_in.trim()
-            + self.spare_out.trim()
-            + self.spare_bodies.trim()
+            + self.spare.reads.trim()
+            + self.spare.out.trim()
+            + self.spare.bodies.trim()
             + self.rpc.answers.trim();
         for net in &self.gen().networks {
             freed += net.route.bodies.trim();

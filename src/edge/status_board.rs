@@ -39,6 +39,7 @@ impl AdminView {
             if let Some(c) = &rows[i].cordon {
                 why = format!("cordoned: {}", c.reason);
             } else if let Some(e) = rows[i]
+                .errors
                 .last_error
                 .as_ref()
                 .filter(|e| b.name() != "green" && e.ago_s * 1000 < CAUSE_FRESH_MS)
@@ -50,8 +51,8 @@ impl AdminView {
                     e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default()
                 );
             }
-            rows[i].badge = b.name().to_string();
-            rows[i].badge_reason = why;
+            rows[i].board.badge = b.name().to_string();
+            rows[i].board.badge_reason = why;
         }
     }
 
@@ -59,7 +60,7 @@ impl AdminView {
     pub(super) fn fill_board(&self, network: usize, provider: usize, row: &mut ProviderStatus) {
         let health = self.lives[network].health.load();
         let minute = health.providers.get(provider).map(|h| h.minute).unwrap_or_default();
-        row.minute = MinuteStatus {
+        row.board.minute = MinuteStatus {
             calls: minute.calls,
             failures: minute.failures,
             p99_ms: round(minute.p99_us as f64 / 1000.0, 2),
@@ -67,7 +68,7 @@ impl AdminView {
         let Some(ring) = health.history.providers.get(provider) else {
             return;
         };
-        row.series = Some(Series {
+        row.board.series = Some(Series {
             at_ms: ring.iter().map(|p| p.at_ms).collect(),
             calls: ring.iter().map(|p| p.calls).collect(),
             p50_ms: ring.iter().map(|p| round(p.p50_us as f64 / 1000.0, 2)).collect(),

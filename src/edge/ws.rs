@@ -117,7 +117,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
                 break End::QueueFull; // what is still queued will not be read in time either
             }
             if buf.capacity() == 0 {
-                buf = shard.spare_out.take_empty();
+                buf = shard.spare.out.take_empty();
             }
             encode(&mut buf, first);
             while buf.len() < WRITE_BATCH {
@@ -150,7 +150,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             }
             buf.clear();
             if out.is_empty() || buf.capacity() > KEEP_BUFFER {
-                shard.spare_out.give(std::mem::take(&mut buf));
+                shard.spare.out.give(std::mem::take(&mut buf));
             }
         };
         // The reader stops too (it may be waiting for a frame from a client that went quiet).
@@ -204,7 +204,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             // Nothing is buffered between messages: the read buffer goes back to the shard.
             if buf.is_empty() {
                 buf.shrink_to(KEEP_BUFFER);
-                buf.give_to(&shard.spare_in);
+                buf.give_to(&shard.spare.reads);
             }
             // One busy client cannot keep the shard from its other connections.
             prism_runtime::yield_if_needed().await;
@@ -212,7 +212,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
                 break;
             }
         }
-        buf.give_to(&shard.spare_in);
+        buf.give_to(&shard.spare.reads);
         out.close();
     }
 
@@ -231,7 +231,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             async {
                 let read = async {
                     if buf.is_empty() {
-                        buf.read_idle_from(socket, IDLE_READ, &shard.spare_in).await
+                        buf.read_idle_from(socket, IDLE_READ, &shard.spare.reads).await
                     } else {
                         buf.read_from(socket, more).await
                     }
@@ -273,7 +273,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             return false;
         }
         // In a home the shard lends: answering is a large future, needed only while a message is answered.
-        let reply = shard.message_homes.pin_with(|| self.answer(&text)).await;
+        let reply = shard.homes.message.pin_with(|| self.answer(&text)).await;
         self.recount();
         if let Some(reply) = reply {
             if out.push(Outgoing::Text(reply)).is_err() {
@@ -429,7 +429,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Session<'_, S> {
             let _ = socket.close().await;
         })
         .await;
-        self.shard.spare_out.give(unsent);
+        self.shard.spare.out.give(unsent);
         if closed.is_err() {
             // The client does not read: nothing more can reach it. Reset, so the socket and the bytes it
             // holds are freed now rather than when (if ever) the client reads.

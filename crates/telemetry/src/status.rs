@@ -49,6 +49,9 @@ pub struct NetworkStatus {
 }
 
 /// One provider as operators see it. Rolling figures are over the last 5 minutes.
+///
+/// Its fields come in small records, each flattened: the JSON is one flat object, its fields in the order
+/// written here (the status page and `prism status` read these names).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderStatus {
@@ -56,8 +59,38 @@ pub struct ProviderStatus {
     pub region: Option<String>,
     /// `closed`, `open`, `half-open`, `parked`, `unverified`, `cordoned`, `open-drift`, `outlier`, ...
     pub state: String,
+    #[serde(flatten)]
+    pub chain: ChainPosition,
+    #[serde(flatten)]
+    pub traffic: TrafficStatus,
+    #[serde(flatten)]
+    pub routing: RoutingStatus,
+    #[serde(flatten)]
+    pub board: BoardStatus,
+    #[serde(flatten)]
+    pub blocks: BlocksStatus,
+    #[serde(flatten)]
+    pub errors: ErrorsStatus,
+    /// Taken out of routing by an operator, and why.
+    #[serde(default)]
+    pub cordon: Option<CordonStatus>,
+    #[serde(flatten)]
+    pub solana: SolanaCadence,
+}
+
+/// Where a provider's head stands: `head`, `lag`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainPosition {
     pub head: u64,
+    /// Blocks behind the pool's best head (0 for a provider that never reported one).
     pub lag: u64,
+}
+
+/// Its client traffic over the last 5 minutes: latency, success, share and counts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficStatus {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub success: f64,
@@ -69,10 +102,22 @@ pub struct ProviderStatus {
     #[serde(default)]
     pub probes: u64,
     pub throttled: u64,
+}
+
+/// What holds routing back from it: its breaker's cooldown, its overflow role, heads refused as outliers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingStatus {
     pub cooldown_ms: u64,
     pub overflow: bool,
     pub outlier_heads: u64,
     pub claimed_head: u64,
+}
+
+/// What the status page draws for it beside the table: its badge and why, its last minute, its points.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BoardStatus {
     /// `green`, `amber` or `red`, and why.
     #[serde(default)]
     pub badge: String,
@@ -82,25 +127,40 @@ pub struct ProviderStatus {
     pub minute: MinuteStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<Series>,
+}
+
+/// The blocks it serves: its lowest (0 = archive) and its `safe` / `finalized` tags.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlocksStatus {
     #[serde(default)]
     pub floor_block: u64,
     #[serde(default)]
     pub safe_head: u64,
     #[serde(default)]
     pub finalized_head: u64,
+}
+
+/// Why it failed lately.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorsStatus {
     /// The last failed (or throttled) attempt: its reason, when, and how often in the last minute.
     #[serde(default)]
     pub last_error: Option<LastError>,
     /// Every reason seen in the last minute, with its count.
     #[serde(default)]
     pub errors_last_minute: BTreeMap<String, u64>,
-    /// Taken out of routing by an operator, and why.
-    #[serde(default)]
-    pub cordon: Option<CordonStatus>,
-    /// Solana: its cadence as its probes show it (ms per slot, 0 = not known yet).
+}
+
+/// Solana: a provider's slot cadence (absent on EVM networks).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SolanaCadence {
+    /// Its cadence as its probes show it (ms per slot, 0 = not known yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_ms: Option<f64>,
-    /// Solana: how long its slot may stand still before it is `stalled` (0 = the check is off; see
+    /// How long its slot may stand still before it is `stalled` (0 = the check is off; see
     /// `core::live::slots`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_after_ms: Option<u64>,
@@ -280,7 +340,7 @@ pub fn render_table(doc: &StatusDoc) -> String {
             "last error",
         ]);
         for p in &net.providers {
-            let last = match (&p.cordon, &p.last_error) {
+            let last = match (&p.cordon, &p.errors.last_error) {
                 (Some(c), _) => format!("cordoned: {}", c.reason),
                 (None, Some(e)) if e.ago_s < 300 => format!(
                     "{} {} s ago, {}x/min{}",
@@ -293,13 +353,13 @@ pub fn render_table(doc: &StatusDoc) -> String {
             };
             table.add_row(vec![
                 Cell::new(&p.name),
-                Cell::new(format!("{:.1} ms", p.p50_ms)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1} ms", p.p99_ms)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.2}%", p.success * 100.0)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.0}%", p.share * 100.0)).set_alignment(CellAlignment::Right),
-                Cell::new(p.head).set_alignment(CellAlignment::Right),
-                Cell::new(p.lag).set_alignment(CellAlignment::Right),
-                Cell::new(&p.badge),
+                Cell::new(format!("{:.1} ms", p.traffic.p50_ms)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1} ms", p.traffic.p99_ms)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.2}%", p.traffic.success * 100.0)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.0}%", p.traffic.share * 100.0)).set_alignment(CellAlignment::Right),
+                Cell::new(p.chain.head).set_alignment(CellAlignment::Right),
+                Cell::new(p.chain.lag).set_alignment(CellAlignment::Right),
+                Cell::new(&p.board.badge),
                 Cell::new(&p.state),
                 Cell::new(last),
             ]);
@@ -326,17 +386,25 @@ mod tests {
                 providers: vec![ProviderStatus {
                     name: "alchemy".into(),
                     state: "open".into(),
-                    head: 1_000_100,
-                    lag: 23,
-                    badge: "red".into(),
-                    last_error: Some(LastError {
-                        reason: "http_401".into(),
-                        hint: Some("check this provider's credentials".into()),
-                        at_unix_ms: 0,
-                        ago_s: 2,
-                        by: "probe".into(),
-                        last_minute: 7,
-                    }),
+                    chain: ChainPosition {
+                        head: 1_000_100,
+                        lag: 23,
+                    },
+                    board: BoardStatus {
+                        badge: "red".into(),
+                        ..Default::default()
+                    },
+                    errors: ErrorsStatus {
+                        last_error: Some(LastError {
+                            reason: "http_401".into(),
+                            hint: Some("check this provider's credentials".into()),
+                            at_unix_ms: 0,
+                            ago_s: 2,
+                            by: "probe".into(),
+                            last_minute: 7,
+                        }),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -356,12 +424,45 @@ mod tests {
         let json = serde_json::to_string(&doc).unwrap();
         let back: StatusDoc = serde_json::from_str(&json).unwrap();
         assert_eq!(
-            back.networks[0].providers[0].last_error,
-            doc.networks[0].providers[0].last_error
+            back.networks[0].providers[0].errors.last_error,
+            doc.networks[0].providers[0].errors.last_error
         );
         assert!(
             json.contains("\"bestHead\":1000123") && json.contains("\"lastError\""),
             "{json}"
+        );
+    }
+
+    /// A provider row as the status page and `prism status` read it: every field, in this order, and back.
+    const FULL_ROW: &str = concat!(
+        r#"{"name":"alchemy","region":"us-east","state":"open","head":100,"lag":3,"p50Ms":1.5,"p99Ms":9.25,"#,
+        r#""success":0.99,"share":0.5,"calls":40,"failures":2,"probes":4,"throttled":1,"cooldownMs":500,"#,
+        r#""overflow":true,"outlierHeads":2,"claimedHead":120,"badge":"amber","badgeReason":"slow","#,
+        r#""minute":{"calls":5,"failures":1,"p99Ms":8.0},"series":{"atMs":[1],"calls":[2],"p50Ms":[1.0],"#,
+        r#""p99Ms":[2.0],"errorRate":[0.5],"share":[0.25]},"floorBlock":7,"safeHead":90,"finalizedHead":80,"#,
+        r#""lastError":{"reason":"timeout","hint":null,"atUnixMs":11,"agoS":2,"by":"client","lastMinute":3},"#,
+        r#""errorsLastMinute":{"timeout":3},"cordon":{"reason":"maintenance","sinceUnixMs":12},"slotMs":400.5,"#,
+        r#""stallAfterMs":1200}"#
+    );
+
+    #[test]
+    fn a_provider_row_is_one_flat_object_in_its_order_both_ways() {
+        let row: ProviderStatus = serde_json::from_str(FULL_ROW).unwrap();
+        assert_eq!(row.chain.lag, 3);
+        assert_eq!(row.traffic.throttled, 1);
+        assert_eq!(row.board.badge_reason, "slow");
+        assert_eq!(row.solana.stall_after_ms, Some(1200));
+        assert_eq!(serde_json::to_string(&row).unwrap(), FULL_ROW);
+        let empty = serde_json::to_string(&ProviderStatus::default()).unwrap();
+        assert_eq!(
+            empty,
+            concat!(
+                r#"{"name":"","region":null,"state":"","head":0,"lag":0,"p50Ms":0.0,"p99Ms":0.0,"success":0.0,"#,
+                r#""share":0.0,"calls":0,"failures":0,"probes":0,"throttled":0,"cooldownMs":0,"overflow":false,"#,
+                r#""outlierHeads":0,"claimedHead":0,"badge":"","badgeReason":"","#,
+                r#""minute":{"calls":0,"failures":0,"p99Ms":0.0},"floorBlock":0,"safeHead":0,"finalizedHead":0,"#,
+                r#""lastError":null,"errorsLastMinute":{},"cordon":null}"#
+            )
         );
     }
 }
