@@ -2,7 +2,6 @@
 //! [`World`], with what a reload must not lose carried over from the generation it replaces. Every shard
 //! builds its own (its pools, caches and TLS session cache are its own), at start-up and after each reload.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +16,7 @@ use prism_core::call::submit::SubmitLimits;
 use prism_core::live::state::NetworkLive;
 use prism_core::reuse::cache::ResultCache;
 use prism_core::reuse::dedupe::InFlight;
-use prism_core::routing::route::WsTarget;
+use prism_core::routing::route::{Lifecycle, RoutePolicy, ShardServices, Turns, WsSettings, WsTarget};
 use prism_core::routing::router::ProviderStatic;
 use prism_core::{NetworkRoute, Upstream};
 use prism_runtime::Shutdown;
@@ -80,7 +79,7 @@ fn pool_settings(limits: &Limits) -> PoolSettings {
 /// provider speaks TLS. One per shard: a shared one would share a mutex-guarded session cache.
 fn client_tls(world: &World, previous: Option<&Gen>) -> Option<Arc<rustls::ClientConfig>> {
     previous
-        .and_then(|p| p.networks.iter().find_map(|n| n.route.ws_tls.clone()))
+        .and_then(|p| p.networks.iter().find_map(|n| n.route.ws.tls.clone()))
         .or_else(|| {
             world
                 .registry
@@ -123,7 +122,7 @@ impl GenBuild<'_> {
         let before = before.map(|b| &b.route);
         let (upstreams, statics) = self.providers(index, n, before);
         let route = Rc::new(self.network_route(index, n, before, upstreams, statics));
-        route.newest.set(&route);
+        route.shard.newest.set(&route);
         // The EVM/Solana choice, made once per network: a solana-magic network gets its magic router.
         let magic = self.solana[index]
             .as_ref()
@@ -202,60 +201,63 @@ impl GenBuild<'_> {
             upstreams,
             statics,
             live: lives[index].clone(),
-            retry: config.policy.retry.clone(),
-            hedge: prism_core::routing::hedge::Hedging::new(&config.policy.hedge),
-            hedge_budget: Default::default(),
-            operators: operators(&config.networks[index]),
-            recorder: recorder.clone(),
-            rotation: Cell::new(0),
-            round_robin: Cell::new(0),
-            pressure: Default::default(),
-            cache: match before {
-                Some(b) => b.cache.clone(),
-                None => config
-                    .cache
-                    .enabled
-                    .then(|| Rc::new(ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes))),
+            policy: RoutePolicy {
+                retry: config.policy.retry.clone(),
+                hedge: prism_core::routing::hedge::Hedging::new(&config.policy.hedge),
+                operators: operators(&config.networks[index]),
+                declared: world.declared[index].clone(),
+                submit: SubmitLimits {
+                    lookup: Duration::from_millis(config.limits.write_lookup_ms),
+                    sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
+                    sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
+                },
+                logs: LogsSettings {
+                    concurrency: config.limits.logs_split_concurrency,
+                    // One limit, one error: past this the call is refused with max_response_bytes' -32005;
+                    // a merged answer under it but over limits.max_answer_bytes gets the edge's -32003.
+                    max_bytes: config.limits.max_response_bytes,
+                    declared: config.networks[index]
+                        .providers
+                        .iter()
+                        .map(|c| DeclaredLimits {
+                            range: c.max_logs_range,
+                            results: c.max_logs_results,
+                        })
+                        .collect(),
+                },
+                cache_depth: config.networks[index].cache_depth_blocks,
+                solana: n.kind == NetworkKind::SolanaMagic,
             },
-            cache_depth: config.networks[index].cache_depth_blocks,
-            inflight: match before {
-                Some(b) => b.inflight.clone(),
-                None => config.cache.dedupe.then(|| Rc::new(InFlight::default())),
+            ws: WsSettings {
+                tls: tls_config.clone(),
+                connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
+                ping: (config.limits.upstream_ws_ping_ms > 0)
+                    .then(|| Duration::from_millis(config.limits.upstream_ws_ping_ms)),
             },
-            subs: before.map(|b| b.subs.clone()).unwrap_or_default(),
-            newest: before.map(|b| b.newest.clone()).unwrap_or_default(),
-            blame: before.map(|b| b.blame.clone()).unwrap_or_default(),
-            ws_tls: tls_config.clone(),
-            connect_timeout_ms: config.limits.upstream_connect_timeout_ms,
-            ws_ping: (config.limits.upstream_ws_ping_ms > 0)
-                .then(|| Duration::from_millis(config.limits.upstream_ws_ping_ms)),
-            shutdown: shutdown.clone(),
-            solana: n.kind == NetworkKind::SolanaMagic,
-            declared: world.declared[index].clone(),
-            submit: SubmitLimits {
-                lookup: Duration::from_millis(config.limits.write_lookup_ms),
-                sync_default: Duration::from_millis(config.limits.sync_submit_timeout_ms),
-                sync_max: Duration::from_millis(config.limits.sync_submit_max_ms),
+            shard: ShardServices {
+                recorder: recorder.clone(),
+                cache: match before {
+                    Some(b) => b.shard.cache.clone(),
+                    None => config
+                        .cache
+                        .enabled
+                        .then(|| Rc::new(ResultCache::new(config.cache.max_bytes, config.cache.max_entry_bytes))),
+                },
+                inflight: match before {
+                    Some(b) => b.shard.inflight.clone(),
+                    None => config.cache.dedupe.then(|| Rc::new(InFlight::default())),
+                },
+                subs: before.map(|b| b.shard.subs.clone()).unwrap_or_default(),
+                newest: before.map(|b| b.shard.newest.clone()).unwrap_or_default(),
+                blame: before.map(|b| b.shard.blame.clone()).unwrap_or_default(),
+                hedge_budget: Default::default(),
+                sync: prism_core::call::sync_submit::SyncSupport::new(
+                    config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
+                ),
+                bodies: prism_wire::http1::SpareBufs::small(),
             },
-            sync: prism_core::call::sync_submit::SyncSupport::new(
-                config.networks[index].providers.iter().map(|c| c.sync_submit).collect(),
-            ),
-            superseded: Cell::new(false),
-            logs: LogsSettings {
-                concurrency: config.limits.logs_split_concurrency,
-                // One limit, one error: past this the call is refused with max_response_bytes' -32005;
-                // a merged answer under it but over limits.max_answer_bytes gets the edge's -32003.
-                max_bytes: config.limits.max_response_bytes,
-                declared: config.networks[index]
-                    .providers
-                    .iter()
-                    .map(|c| DeclaredLimits {
-                        range: c.max_logs_range,
-                        results: c.max_logs_results,
-                    })
-                    .collect(),
-            },
-            bodies: prism_wire::http1::SpareBufs::small(),
+            turns: Turns::default(),
+            life: Lifecycle::new(shutdown.clone()),
         }
     }
 }

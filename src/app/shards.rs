@@ -208,7 +208,7 @@ fn sweep(shard: &Shard) {
     shard.recorder.flush();
     let (mut bytes, mut entries, mut evictions) = (0, 0, 0);
     for net in &gen.networks {
-        if let Some(cache) = &net.route.cache {
+        if let Some(cache) = &net.route.shard.cache {
             cache.compact_index();
             bytes += cache.bytes();
             entries += cache.len() as u64;

@@ -225,7 +225,7 @@ async fn handle_item(asked: &Asked<'_>, item: Item<'_>, out: &mut Vec<u8>) -> bo
     } = *asked;
     let started = Instant::now();
     let route = &network.route;
-    let metrics = route.recorder.metrics();
+    let metrics = route.shard.recorder.metrics();
     match item {
         Err(rejected) => {
             let message = format!("Invalid Request: {}", rejected.why);

@@ -142,7 +142,7 @@ impl Shard {
             + self.spare.bodies.trim()
             + self.rpc.answers.trim();
         for net in &self.gen().networks {
-            freed += net.route.bodies.trim();
+            freed += net.route.shard.bodies.trim();
             freed += net
                 .route
                 .upstreams
@@ -169,7 +169,7 @@ impl Shard {
         let now = self.gen.borrow().clone();
         for (net, next) in old.networks.iter().zip(&now.networks) {
             if !Rc::ptr_eq(&net.route, &next.route) {
-                net.route.superseded.set(true);
+                net.route.life.superseded.set(true);
             }
         }
         old

@@ -55,7 +55,7 @@ pub async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
 ) {
     let gen = shard.gen();
     let limits = &gen.limits;
-    let metrics = network.route.recorder.metrics();
+    let metrics = network.route.shard.recorder.metrics();
     metrics.ws_clients(1);
     if limits.ws_send_buffer_bytes > 0 {
         prism_runtime::net::cap_send_buffer(fd, limits.ws_send_buffer_bytes);

@@ -38,21 +38,21 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
     let mut round = 0u64;
     let recheck_ms = (interval.as_millis() as u64).saturating_mul(FLOOR_RECHECK_PROBES);
     // A reload that replaced the route starts its own probers: this one ends at its next tick.
-    while !shutdown.is_triggered() && !route.superseded.get() {
+    while !shutdown.is_triggered() && !route.life.superseded.get() {
         let started = Instant::now();
         if route.live.settings.chain_id.is_some() && route.live.providers()[i].chain() != ChainCheck::Ok {
             id += 1;
             check_chain(route, i, id).await;
         }
         // Tags before the head, so an honest provider's tags are never above the head it reports next.
-        if !route.solana && round.is_multiple_of(TAG_EVERY) {
+        if !route.policy.solana && round.is_multiple_of(TAG_EVERY) {
             id += 2;
             probe_tags(route, i, id).await;
         }
         round += 1;
         id += 1;
         probe_head(route, i, id).await;
-        if !route.solana {
+        if !route.policy.solana {
             route.live.recompute_tags();
             if let Some(block) = route.live.providers()[i].floor.recheck_due(now_ms(), recheck_ms) {
                 id += 1;
@@ -74,7 +74,7 @@ const BREAKER_LOOK_MS: u64 = 250;
 async fn until_tick_or_probe_due(route: &NetworkRoute, i: ProviderId, next: Instant, shutdown: &Shutdown) {
     loop {
         let now = Instant::now();
-        if now >= next || shutdown.is_triggered() || route.superseded.get() {
+        if now >= next || shutdown.is_triggered() || route.life.superseded.get() {
             return;
         }
         let mut wake = next.min(now + Duration::from_millis(BREAKER_LOOK_MS));
@@ -140,7 +140,7 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
             is_error: true,
             class: Class::DataUnavailable,
             ..
-        } if route.solana => {
+        } if route.policy.solana => {
             route.note_behind(i, &body[value], now_ms());
             Err(Miss {
                 class: Class::DataUnavailable,
@@ -292,10 +292,20 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         _ => return, // cooling down, or another shard holds the half-open probe
     };
     let started = Instant::now();
-    let result = call(route, i, id, if route.solana { "getHealth" } else { "eth_blockNumber" }).await;
+    let result = call(
+        route,
+        i,
+        id,
+        if route.policy.solana {
+            "getHealth"
+        } else {
+            "eth_blockNumber"
+        },
+    )
+    .await;
     let latency_us = started.elapsed().as_micros() as u64;
     let by = Origin::Probe { half_open };
-    if route.solana {
+    if route.policy.solana {
         // `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
         let miss = match &result {
             Ok(v) if v.as_slice() == b"\"ok\"" => Miss {

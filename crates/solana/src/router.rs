@@ -88,9 +88,9 @@ pub async fn handle(sol: &Rc<SolanaRoute>, call: &Call<'_>, caller: &Caller, dea
         // getSlot, getSupply, getLeaderSchedule, getVersion, getHealth, getIdentity, requestAirdrop,
         // sendBundle, and anything unlisted: the table (with the network's declarations) says how.
         _ => {
-            let info = sol.route.declared.apply(method, super::methods::lookup(method));
+            let info = sol.route.policy.declared.apply(method, super::methods::lookup(method));
             if info.kind == prism_wire::rpc::methods::Kind::Unknown {
-                sol.route.recorder.metrics().unknown_method();
+                sol.route.shard.recorder.metrics().unknown_method();
             }
             sol.call_on(Dest::Base, info, method, params, caller, deadline).await
         }

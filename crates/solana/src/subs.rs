@@ -65,7 +65,7 @@ impl SolanaRoute {
             gap: Gap::default(),
         });
         self.subs.topics.borrow_mut().insert(key, topic.clone());
-        self.route.recorder.metrics().solana(SolanaMetric::Topics, 1);
+        self.route.shard.recorder.metrics().solana(SolanaMetric::Topics, 1);
         self.place(&topic);
         if let (Some(key), true) = (account, follows) {
             let (sol, t) = (Rc::downgrade(self), Rc::downgrade(&topic));
@@ -96,7 +96,7 @@ impl SolanaRoute {
         if topics.get(&topic.subject.key).is_some_and(|t| Rc::ptr_eq(t, topic)) {
             topics.remove(&topic.subject.key);
         }
-        self.route.recorder.metrics().solana(SolanaMetric::Topics, -1);
+        self.route.shard.recorder.metrics().solana(SolanaMetric::Topics, -1);
         topic.upstream.settled.notify(usize::MAX);
     }
 
@@ -115,7 +115,11 @@ impl SolanaRoute {
             self.subs.next_link.set(id);
             let link = Link::new(id, dest);
             self.subs.links.borrow_mut().push(link.clone());
-            self.route.recorder.metrics().solana(SolanaMetric::UpstreamSockets, 1);
+            self.route
+                .shard
+                .recorder
+                .metrics()
+                .solana(SolanaMetric::UpstreamSockets, 1);
             let (sol, l) = (Rc::downgrade(self), link.clone());
             spawn(async move { super::subs_link::run(sol, l).await });
             link
@@ -139,7 +143,11 @@ impl SolanaRoute {
         link.carried.set(link.carried.get().saturating_sub(1));
         if link.carried.get() == 0 && !link.closing.replace(true) {
             self.subs.links.borrow_mut().retain(|l| !Rc::ptr_eq(l, &link));
-            self.route.recorder.metrics().solana(SolanaMetric::UpstreamSockets, -1);
+            self.route
+                .shard
+                .recorder
+                .metrics()
+                .solana(SolanaMetric::UpstreamSockets, -1);
             if let Some(out) = link.out.borrow().as_ref() {
                 out.close();
             }
@@ -323,7 +331,7 @@ async fn follow(sol: Weak<SolanaRoute>, topic: Weak<Topic>, key: Pubkey) {
         let (Some(s), Some(t)) = (sol.upgrade(), topic.upgrade()) else {
             return;
         };
-        if !t.alive.get() || s.route.shutdown.is_triggered() {
+        if !t.alive.get() || s.route.life.shutdown.is_triggered() {
             return;
         }
         let entry = s.watch(key);
@@ -358,7 +366,7 @@ async fn follow(sol: Weak<SolanaRoute>, topic: Weak<Topic>, key: Pubkey) {
         } else {
             next_read.saturating_duration_since(Instant::now())
         };
-        let sd = s.route.shutdown.clone();
+        let sd = s.route.life.shutdown.clone();
         drop((s, t));
         futures_lite::future::or(futures_lite::future::or(listener, sleep(tick)), sd.triggered()).await;
     }
@@ -426,7 +434,7 @@ async fn signature_caught_up(sol: &Rc<SolanaRoute>, topic: &Rc<Topic>) {
     note.extend_from_slice(br#"},"value":{"err":"#);
     note.extend_from_slice(err);
     note.extend_from_slice(b"}}");
-    sol.route.recorder.metrics().solana(SolanaMetric::CaughtUp, 1);
+    sol.route.shard.recorder.metrics().solana(SolanaMetric::CaughtUp, 1);
     sol.deliver(topic, dest, br#""signatureNotification""#, &note);
 }
 
@@ -450,7 +458,7 @@ impl SolanaRoute {
                 note.extend_from_slice(br#"},"value":"#);
                 note.extend_from_slice(value);
                 note.push(b'}');
-                self.route.recorder.metrics().solana(SolanaMetric::CaughtUp, 1);
+                self.route.shard.recorder.metrics().solana(SolanaMetric::CaughtUp, 1);
                 self.deliver(topic, dest, br#""accountNotification""#, &note);
             }
         }

@@ -22,7 +22,7 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
     let mut attempt = 0usize;
     loop {
         let Some(s) = sol.upgrade() else { return };
-        if link.closing.get() || s.route.shutdown.is_triggered() {
+        if link.closing.get() || s.route.life.shutdown.is_triggered() {
             return;
         }
         let route = &s.route;
@@ -55,9 +55,9 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         let p = candidates[attempt % candidates.len()];
         attempt += 1;
         let ws = route.upstreams[p].ws.clone().expect("filtered");
-        let deadline = Instant::now() + Duration::from_millis(route.connect_timeout_ms);
-        let tls = route.ws_tls.clone();
-        let ping = route.ws_ping;
+        let deadline = Instant::now() + Duration::from_millis(route.ws.connect_timeout_ms);
+        let tls = route.ws.tls.clone();
+        let ping = route.ws.ping;
         let headers = route.upstreams[p].pool.headers();
         drop(s);
         let socket = match connect_ws(&ws.url, &ws.addrs, tls, &headers, deadline).await {
@@ -94,7 +94,7 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
         .await;
         *link.out.borrow_mut() = None;
         let Some(s) = sol.upgrade() else { return };
-        if link.closing.get() || s.route.shutdown.is_triggered() {
+        if link.closing.get() || s.route.life.shutdown.is_triggered() {
             return;
         }
         // What it carried may have changed unheard: each topic reads it again once resubscribed.
@@ -102,9 +102,9 @@ pub(super) async fn run(sol: Weak<SolanaRoute>, link: Rc<Link>) {
             topic.upstream.id.set(None);
             topic.gap.limbo.set(true);
         }
-        s.route.recorder.metrics().ws_reconnect();
+        s.route.shard.recorder.metrics().ws_reconnect();
         if end == PumpEnd::Unresponsive {
-            s.route.recorder.metrics().ws_unresponsive();
+            s.route.shard.recorder.metrics().ws_unresponsive();
             tracing::warn!(network = %s.net.name, side = s.net.dest_name(link.dest), link = link.id, "subscription socket stopped answering pings; reconnecting");
         } else {
             tracing::warn!(network = %s.net.name, side = s.net.dest_name(link.dest), link = link.id, "subscription socket lost; reconnecting");

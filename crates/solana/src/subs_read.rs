@@ -43,7 +43,7 @@ async fn drain(sol: Weak<SolanaRoute>) {
         sleep(GATHER).await;
         let Some(s) = sol.upgrade() else { return };
         let queued: Vec<(Rc<Topic>, bool)> = s.subs.reads.queue.borrow_mut().drain(..).collect();
-        if queued.is_empty() || s.route.shutdown.is_triggered() {
+        if queued.is_empty() || s.route.life.shutdown.is_triggered() {
             s.subs.reads.running.set(false);
             return;
         }

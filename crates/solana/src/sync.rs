@@ -150,7 +150,11 @@ impl SolanaRoute {
     pub fn watch(self: &Rc<Self>, account: Pubkey) -> Rc<Entry> {
         let (entry, new) = self.table.entry(&self.net, account);
         if new {
-            self.route.recorder.metrics().solana(SolanaMetric::TrackedAccounts, 1);
+            self.route
+                .shard
+                .recorder
+                .metrics()
+                .solana(SolanaMetric::TrackedAccounts, 1);
             self.net.counts.tracked.fetch_add(1, Ordering::Relaxed);
             self.ensure_link();
             self.link.subscribe(&entry);
@@ -193,7 +197,7 @@ impl SolanaRoute {
     /// Reads `entry`'s record from the base layer and applies it.
     pub async fn refresh(self: &Rc<Self>, entry: &Rc<Entry>, deadline: Instant) -> Result<(), ProxyError> {
         entry.fetching.set(true);
-        self.route.recorder.metrics().solana(SolanaMetric::RecordReads, 1);
+        self.route.shard.recorder.metrics().solana(SolanaMetric::RecordReads, 1);
         let params = format!(
             r#"["{}",{{"encoding":"base64","commitment":"confirmed"}}]"#,
             entry.record_pda
@@ -224,6 +228,7 @@ impl SolanaRoute {
                     (Some(slot), Some(v)) => {
                         let moved = entry.apply(&self.net, slot, v, true);
                         self.route
+                            .shard
                             .recorder
                             .metrics()
                             .solana(SolanaMetric::DelegatedAccounts, moved);
@@ -284,7 +289,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
     let mut attempt = 0usize;
     loop {
         let Some(s) = sol.upgrade() else { return };
-        if s.route.shutdown.is_triggered() {
+        if s.route.life.shutdown.is_triggered() {
             return;
         }
         let candidates: Vec<usize> = s
@@ -302,11 +307,11 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         let p = candidates[attempt % candidates.len()];
         attempt += 1;
         let ws = s.route.upstreams[p].ws.clone().expect("filtered");
-        let deadline = Instant::now() + Duration::from_millis(s.route.connect_timeout_ms);
+        let deadline = Instant::now() + Duration::from_millis(s.route.ws.connect_timeout_ms);
         let socket = match connect_ws(
             &ws.url,
             &ws.addrs,
-            s.route.ws_tls.clone(),
+            s.route.ws.tls.clone(),
             &s.route.upstreams[p].pool.headers(),
             deadline,
         )
@@ -335,7 +340,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         s.link.generation.set(generation);
         let per_sec = s.resubscribe_per_sec;
         spawn(resubscribe(sol.clone(), entries, generation, per_sec));
-        let ping = s.route.ws_ping;
+        let ping = s.route.ws.ping;
         drop(s);
         let weak = sol.clone();
         let socket_done = pump(socket, out.clone(), ping, move |text| {
@@ -345,7 +350,7 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         });
         let shutdown = async {
             if let Some(s) = sol.upgrade() {
-                let sd = s.route.shutdown.clone();
+                let sd = s.route.life.shutdown.clone();
                 drop(s);
                 sd.triggered().await;
             }
@@ -356,13 +361,13 @@ async fn run_link(sol: Weak<SolanaRoute>) {
         let Some(s) = sol.upgrade() else { return };
         *s.link.out.borrow_mut() = None;
         s.link.connected.set(false);
-        s.route.recorder.metrics().solana(SolanaMetric::LinkDrops, 1);
-        if s.route.shutdown.is_triggered() {
+        s.route.shard.recorder.metrics().solana(SolanaMetric::LinkDrops, 1);
+        if s.route.life.shutdown.is_triggered() {
             return;
         }
         let why = match end {
             PumpEnd::Unresponsive => {
-                s.route.recorder.metrics().ws_unresponsive();
+                s.route.shard.recorder.metrics().ws_unresponsive();
                 "stopped answering pings"
             }
             PumpEnd::Closed => "lost",
@@ -465,6 +470,7 @@ fn on_message(s: &Rc<SolanaRoute>, text: &[u8]) {
             if let Some(entry) = account.and_then(|a| s.table.get(&a)) {
                 let moved = entry.apply(&s.net, slot, value, false);
                 s.route
+                    .shard
                     .recorder
                     .metrics()
                     .solana(SolanaMetric::DelegatedAccounts, moved);

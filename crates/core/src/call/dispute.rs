@@ -77,8 +77,8 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                 now,
             },
         );
-        route.blame.settle(d.key, blame, now);
-        route.recorder.metrics().settled(how);
+        route.shard.blame.settle(d.key, blame, now);
+        route.shard.recorder.metrics().settled(how);
         if blamed {
             tracing::info!(network = %route.name, provider = %route.upstreams[d.provider].name, method = %self.cx.call.method, blamed_by = %route.upstreams[j].name, "an error another provider answered with a result: blamed");
             None
@@ -101,8 +101,8 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                 now,
             },
         );
-        self.route.blame.settle(d.key, None, now);
-        self.route.recorder.metrics().settled(how);
+        self.route.shard.blame.settle(d.key, None, now);
+        self.route.shard.recorder.metrics().settled(how);
         d.answer
     }
 }

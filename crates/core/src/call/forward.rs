@@ -66,11 +66,11 @@ pub async fn forward_as(
 pub async fn forward_with<E: Exchange>(ex: &E, route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
     let call = cx.call;
     let id = cx.next_id();
-    let mut body = route.bodies.take_empty();
+    let mut body = route.shard.bodies.take_empty();
     body.reserve(64 + call.method.len() + call.params.map_or(0, <[u8]>::len));
     write_upstream_call(&mut body, id, &call.method, call.params);
     let outcome = Attempts::new(ex, route, cx).run(&body, id).await;
-    route.bodies.give(body);
+    route.shard.bodies.give(body);
     outcome
 }
 
@@ -105,7 +105,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         if self.write || self.never_retry {
             1
         } else {
-            self.route.retry.max_attempts.max(1)
+            self.route.policy.retry.max_attempts.max(1)
         }
     }
 
@@ -140,7 +140,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let choice = if cx.info.kind == Kind::Filter {
             filter_home(route, &self.ask, now)
         } else {
-            let mut pressure = route.pressure.borrow_mut();
+            let mut pressure = route.turns.pressure.borrow_mut();
             self.ask.stalled = route.pressure(cx.info.family, now, &mut pressure);
             choose(
                 &Pool {
@@ -323,16 +323,16 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
                 if !more || self.write || cx.info.kind == Kind::Filter {
                     return ControlFlow::Break(self.undisputed(d, Settled::Alone));
                 }
-                route.blame.begin(key, self.ex.now_ms());
+                route.shard.blame.begin(key, self.ex.now_ms());
                 carry.dispute = Some(d);
                 carry.lagging = false;
             }
-            Verdict::Failed(fault) => match fault.next(self.write, more, &route.retry, || self.tx_ref()) {
+            Verdict::Failed(fault) => match fault.next(self.write, more, &route.policy.retry, || self.tx_ref()) {
                 Next::End(answer) => return ControlFlow::Break(answer),
                 Next::Elsewhere(answer) => carry.last = Some(answer),
                 Next::Retry(answer) => {
                     carry.backoffs += 1;
-                    let delay = backoff(&route.retry, carry.backoffs);
+                    let delay = backoff(&route.policy.retry, carry.backoffs);
                     if self.ex.now() + delay >= cx.deadline {
                         return ControlFlow::Break(answer);
                     }
@@ -377,7 +377,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
 
     /// A successful answer: learn heads from it, keep the client's mark monotonic.
     fn finish(&self, p: ProviderId, body: Vec<u8>, value: Range<usize>, is_error: bool) -> CallOutcome {
-        if let (Some(cache), false) = (&self.route.cache, is_error) {
+        if let (Some(cache), false) = (&self.route.shard.cache, is_error) {
             if let Some(block) = named_block(self.cx.info.id, &body[value.clone()]) {
                 let dropped = cache.observe(block, false);
                 if dropped > 0 {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::judge::blame::{Blame, BlameKey};
 use crate::live::state::NetworkLive;
-use crate::routing::route::{SubmitLimits, Upstream};
+use crate::routing::route::{Lifecycle, RoutePolicy, ShardServices, SubmitLimits, Upstream, WsSettings};
 use crate::routing::router::ProviderStatic;
 use prism_config::testing::network;
 use prism_config::Jitter;
@@ -154,31 +154,34 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
             })
             .collect(),
         live: NetworkLive::new(&net, &breaker, 1),
-        retry,
-        hedge: crate::routing::hedge::Hedging::off(),
-        hedge_budget: Default::default(),
-        operators: (0..n as u16).collect(),
-        recorder: Rc::new(Recorder::new(&[n], to_aggregator, Arc::new(ShardMetrics::new(&[n], 1)))),
-        rotation: Cell::new(0),
-        round_robin: Cell::new(0),
-        pressure: Default::default(),
-        cache: None,
-        cache_depth: 64,
-        inflight: None,
-        subs: Default::default(),
-        newest: Default::default(),
-        blame: Default::default(),
-        ws_tls: None,
-        connect_timeout_ms: 1000,
-        ws_ping: None,
-        shutdown: prism_runtime::Shutdown::new(),
-        solana: false,
-        declared: Default::default(),
-        submit: SubmitLimits::default(),
-        sync: Default::default(),
-        superseded: Cell::new(false),
-        logs: Default::default(),
-        bodies: Default::default(),
+        policy: RoutePolicy {
+            retry,
+            hedge: crate::routing::hedge::Hedging::off(),
+            operators: (0..n as u16).collect(),
+            declared: Default::default(),
+            submit: SubmitLimits::default(),
+            logs: Default::default(),
+            cache_depth: 64,
+            solana: false,
+        },
+        ws: WsSettings {
+            tls: None,
+            connect_timeout_ms: 1000,
+            ping: None,
+        },
+        shard: ShardServices {
+            recorder: Rc::new(Recorder::new(&[n], to_aggregator, Arc::new(ShardMetrics::new(&[n], 1)))),
+            cache: None,
+            inflight: None,
+            subs: Default::default(),
+            newest: Default::default(),
+            blame: Default::default(),
+            hedge_budget: Default::default(),
+            sync: Default::default(),
+            bodies: Default::default(),
+        },
+        turns: Default::default(),
+        life: Lifecycle::new(prism_runtime::Shutdown::new()),
     }
 }
 
@@ -328,7 +331,7 @@ fn an_unknown_error_blames_the_first_provider_only_when_another_answers_a_result
     );
     let key = BlameKey::of("eth_call", br#"{"code":-32000,"message":"zorglub happened"}"#);
     assert_eq!(
-        route.blame.recall(key, script.now_ms()),
+        route.shard.blame.recall(key, script.now_ms()),
         Some(Blame::Provider(ProviderId::new(0)))
     );
 }
@@ -350,7 +353,7 @@ fn an_unknown_error_both_providers_give_is_the_callers_and_nobody_is_counted() {
     assert!(!is_open(&route, 0) && !is_open(&route, 1));
     // Remembered: the same call's error is not asked about again for a while.
     let key = BlameKey::of("eth_call", br#"{"code":-32000,"message":"zorglub happened"}"#);
-    assert_eq!(route.blame.recall(key, script.now_ms()), Some(Blame::Client));
+    assert_eq!(route.shard.blame.recall(key, script.now_ms()), Some(Blame::Client));
     let again = Script::new(vec![Reply::Http(200, UNKNOWN)]);
     run(&route, &again, "eth_call", r#"[{"to":"0x1"},"latest"]"#, 10 * SECOND);
     assert_eq!(again.to().len(), 1, "a remembered verdict costs no second opinion");

@@ -50,7 +50,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let Some(late) = self.hedge_delay(i) else {
             return done(i, started, primary.await, None);
         };
-        route.hedge_budget.earn(route.hedge.per_attempt);
+        route.shard.hedge_budget.earn(route.policy.hedge.per_attempt);
         let early = futures_lite::future::or(async { Some(primary.as_mut().await) }, async {
             self.ex.sleep(late.after).await;
             None
@@ -62,7 +62,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         // Late. The next-best provider of another operator, if the budget has a hedge.
         let Some(j) = self
             .hedge_target(i)
-            .filter(|_| route.hedge_budget.spend(late.degraded))
+            .filter(|_| route.shard.hedge_budget.spend(late.degraded))
             .filter(|&j| route.admit(j, &self.cx.call.method, self.cx.caller.key).is_ok())
         else {
             return done(i, started, primary.await, None);
@@ -81,7 +81,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
             (false, _) => (true, hedge.as_mut().await),
             (true, _) => (false, primary.as_mut().await),
         };
-        route.recorder.metrics().hedge(won);
+        route.shard.recorder.metrics().hedge(won);
         if won {
             // The loser was late by at least this much: routing hears of it now (its recent latency), so
             // the next reads avoid it rather than each wait for a hedge.
@@ -95,7 +95,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
 
     /// How long `i`'s answer may take before this call is hedged; `None` when it is not hedged at all.
     pub(super) fn hedge_delay(&self, i: ProviderId) -> Option<crate::routing::hedge::Lateness> {
-        let hedging = &self.route.hedge;
+        let hedging = &self.route.policy.hedge;
         if self.write || self.never_retry || self.cx.info.kind != Kind::Read || !hedging.covers(self.cx.info.family) {
             return None;
         }
@@ -110,7 +110,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
 
     /// Providers a hedge of an attempt at `i` may not go to: those tried already, and `i`'s operator's.
     pub(super) fn not_for_hedge(&self, i: ProviderId) -> u64 {
-        self.ask.exclude | i.bit() | crate::routing::hedge::same_operator(&self.route.operators, i)
+        self.ask.exclude | i.bit() | crate::routing::hedge::same_operator(&self.route.policy.operators, i)
     }
 
     /// Where a hedge of an attempt at `i` goes: the router's choice among the providers of other operators
@@ -120,7 +120,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let mut ask = self.ask;
         ask.exclude = self.not_for_hedge(i);
         let now = self.ex.now_ms();
-        let mut pressure = route.pressure.borrow_mut();
+        let mut pressure = route.turns.pressure.borrow_mut();
         ask.stalled = route.pressure(self.cx.info.family, now, &mut pressure);
         match choose(
             &Pool {

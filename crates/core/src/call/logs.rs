@@ -125,7 +125,7 @@ impl Split<'_, '_> {
             if !i.is_in(self.cx.caller.providers) || live.retired.load(Ordering::Relaxed) {
                 continue;
             }
-            let declared = route.logs.declared.get(i.index()).copied().unwrap_or_default();
+            let declared = route.policy.logs.declared.get(i.index()).copied().unwrap_or_default();
             let learned = |a: &std::sync::atomic::AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n > 0);
             for n in [declared.range, learned(&live.logs.range)].into_iter().flatten() {
                 range = range.min(n);
@@ -168,7 +168,7 @@ impl Split<'_, '_> {
         let mut pending = BTreeMap::from([(span.from, (span.to, cap))]);
         let mut merged = Merged::default();
         let mut flying = FuturesUnordered::new();
-        let concurrency = self.route.logs.concurrency.max(1);
+        let concurrency = self.route.policy.logs.concurrency.max(1);
         loop {
             while flying.len() < concurrency {
                 let Some((from, (to, cap))) = pending.pop_first() else {
@@ -201,7 +201,7 @@ impl Split<'_, '_> {
                         });
                     }
                     merged.blocks += part.width();
-                    if merged.bytes() > self.route.logs.max_bytes {
+                    if merged.bytes() > self.route.policy.logs.max_bytes {
                         return self.too_large(span, "");
                     }
                 }
@@ -307,7 +307,7 @@ impl Split<'_, '_> {
     fn too_large(&self, span: Span, detail: &str) -> CallOutcome {
         tracing::info!(network = %self.route.name, from = span.from, to = span.to, "eth_getLogs over max_response_bytes");
         let what = format!("eth_getLogs over blocks {}..={}{detail}", span.from, span.to);
-        CallOutcome::Failed(ProxyError::response_too_large(self.route.logs.max_bytes, &what))
+        CallOutcome::Failed(ProxyError::response_too_large(self.route.policy.logs.max_bytes, &what))
     }
 
     fn refuse(&self, span: Span, why: String) -> CallOutcome {

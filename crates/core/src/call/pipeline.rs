@@ -29,7 +29,7 @@ pub async fn forward(
     deadline: Instant,
     ids: &Cell<u64>,
 ) -> CallOutcome {
-    let info = route.declared.lookup(&call.method);
+    let info = route.policy.declared.lookup(&call.method);
     // The call's block, head, tag and mark are worked out once here, for every stage after.
     let cx = CallCtx::new(route, call, info, caller, deadline, ids);
     match info.kind {
@@ -48,7 +48,7 @@ pub async fn forward(
                 return submit(route, &cx, kind).await;
             }
         }
-        Kind::Unknown => route.recorder.metrics().unknown_method(),
+        Kind::Unknown => route.shard.recorder.metrics().unknown_method(),
         // A key's verified reads: several providers, one pinned block, no cache or dedupe.
         // Boxed: rare, and inline its state would enlarge every call's future.
         Kind::Read if caller.verify.covers(&call.method) => {
@@ -56,7 +56,7 @@ pub async fn forward(
         }
         _ => {}
     }
-    if info.kind == Kind::Read && (route.cache.is_some() || route.inflight.is_some()) {
+    if info.kind == Kind::Read && (route.shard.cache.is_some() || route.shard.inflight.is_some()) {
         if let Some(key) = canonical_key(&call.method, &info, call.params) {
             return reuse_or_forward(route, &cx, key).await;
         }
@@ -75,19 +75,20 @@ async fn send(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> CallOutcome {
 /// A read: answered from the cache when its answer can never change, joined to an identical read already
 /// in flight, or sent upstream as the leader of any that arrive meanwhile.
 async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u8>) -> CallOutcome {
-    let metrics = route.recorder.metrics();
+    let metrics = route.shard.recorder.metrics();
     let (call, info, block, caller) = (cx.call, &cx.info, cx.block, cx.caller);
     let head = route.live.heads.best_head.load(std::sync::atomic::Ordering::Relaxed);
     let finalized = route.live.tags.agreed(Finality::Finalized);
     let pin = route
+        .shard
         .cache
         .as_ref()
-        .and_then(|_| request_pin(info, block, call.params, head, route.cache_depth, finalized));
-    if let (Some(cache), Some(_)) = (&route.cache, pin) {
+        .and_then(|_| request_pin(info, block, call.params, head, route.policy.cache_depth, finalized));
+    if let (Some(cache), Some(_)) = (&route.shard.cache, pin) {
         // An answer about a block not yet final is proven by this shard's heads feed (`core::reuse::cache`).
         let proof = Proof {
             finalized,
-            heads: route.subs.heads_current(head, route.live.settings.hwm_tolerance),
+            heads: route.shard.subs.heads_current(head, route.live.settings.hwm_tolerance),
         };
         if let Some(value) = cache.get(&key, proof) {
             metrics.reuse(Reuse::CacheHit);
@@ -102,14 +103,14 @@ async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u
             CallOutcome::Answer {
                 body, value, is_error, ..
             },
-        ) = (&route.cache, pin, outcome)
+        ) = (&route.shard.cache, pin, outcome)
         {
             let value = &body[value.clone()];
             if answer_cacheable(info.id, value, *is_error) {
                 let anchor = cache.anchor(pin, info.id, value, finalized);
                 if !matches!(anchor, Some(Anchor::Forever)) {
                     // Only a heads feed can prove it (`core::reuse::cache`): the shard's sweeper starts one.
-                    route.subs.want_heads();
+                    route.shard.subs.want_heads();
                 }
                 if let Some(anchor) = anchor {
                     cache.insert(key, value, anchor);
@@ -117,7 +118,7 @@ async fn reuse_or_forward(route: &NetworkRoute, cx: &CallCtx<'_, '_>, key: Vec<u
             }
         }
     };
-    let Some(inflight) = &route.inflight else {
+    let Some(inflight) = &route.shard.inflight else {
         let outcome = send(route, cx).await;
         store(&outcome, key);
         return outcome;

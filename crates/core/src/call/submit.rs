@@ -104,11 +104,11 @@ pub async fn submit(route: &NetworkRoute, cx: &CallCtx<'_, '_>, kind: Submission
     };
     let started = Instant::now();
     let deadline = match kind {
-        Submission::Sync => sync_deadline(params, &route.submit, cx.deadline, started),
+        Submission::Sync => sync_deadline(params, &route.policy.submit, cx.deadline, started),
         Submission::Raw => cx.deadline,
     };
     let send = CallCtx {
-        deadline: send_deadline(deadline, route.submit.lookup),
+        deadline: send_deadline(deadline, route.policy.submit.lookup),
         ..*cx
     };
     let (out, emulated) = match kind {
@@ -129,7 +129,7 @@ pub async fn submit(route: &NetworkRoute, cx: &CallCtx<'_, '_>, kind: Submission
             is_error: false, how, ..
         } if emulated => {
             lookup
-                .emulated_receipt(how, started + sync_wait(params, &route.submit))
+                .emulated_receipt(how, started + sync_wait(params, &route.policy.submit))
                 .await
         }
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { provider, .. }) => {
@@ -153,14 +153,14 @@ impl Lookup<'_> {
     async fn emulated_receipt(mut self, how: How, by: Instant) -> CallOutcome {
         self.sent_to = how.provider;
         let receipt = self.receipt(by).await;
-        self.route.recorder.metrics().sync_emulated(receipt.is_some());
+        self.route.shard.recorder.metrics().sync_emulated(receipt.is_some());
         receipt.map_or_else(|| not_included(self.hash), |r| r.with_how(|h| *h = how))
     }
 
     /// A submission whose answer was lost after it went to `provider`: looked up until `deadline`.
     async fn lost(mut self, provider: ProviderId, kind: Submission, deadline: Instant) -> CallOutcome {
         self.sent_to = Some(provider);
-        let metrics = self.route.recorder.metrics();
+        let metrics = self.route.shard.recorder.metrics();
         match self.poll(kind, deadline).await {
             Seen::Receipt(answer) => {
                 metrics.submitted(Submitted::LostFound);
@@ -187,7 +187,7 @@ impl Lookup<'_> {
     /// The node refused the submission (`says`): what a client should see instead when the transaction is in
     /// fact known or mined; `None` keeps the node's own answer.
     async fn refused(&self, says: SubmissionSays, kind: Submission, deadline: Instant) -> Option<CallOutcome> {
-        let metrics = self.route.recorder.metrics();
+        let metrics = self.route.shard.recorder.metrics();
         match says {
             SubmissionSays::AlreadyKnown => {
                 metrics.submitted(Submitted::AlreadyKnown);
@@ -228,7 +228,7 @@ impl Lookup<'_> {
 async fn send_sync(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> (CallOutcome, bool) {
     let now_ms = prism_telemetry::clock::now_ms();
     let (call, caller) = (cx.call, cx.caller);
-    let native = route.sync.native(now_ms) & caller.providers;
+    let native = route.shard.sync.native(now_ms) & caller.providers;
     let emulate_at = if usable(route, native, now_ms) {
         let native_caller = Caller {
             providers: native,
@@ -255,7 +255,7 @@ async fn send_sync(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> (CallOutcome, 
             _ => None,
         };
         match refused_by {
-            Some(p) if route.sync.learn_lacking(p, now_ms) => {
+            Some(p) if route.shard.sync.learn_lacking(p, now_ms) => {
                 tracing::info!(network = %route.name, provider = %route.upstreams[p].name, "the provider lacks eth_sendRawTransactionSync: emulated there");
                 p.bit()
             }
@@ -275,7 +275,7 @@ async fn send_sync(route: &NetworkRoute, cx: &CallCtx<'_, '_>) -> (CallOutcome, 
         method: "eth_sendRawTransaction".into(),
         params: Some(&params),
     };
-    let raw_info = route.declared.lookup(&send.method);
+    let raw_info = route.policy.declared.lookup(&send.method);
     let out = forward_as(
         route,
         &send,
@@ -340,7 +340,7 @@ impl Lookup<'_> {
     /// submission whose transaction some pool holds waits for its receipt until `deadline`; one nobody
     /// knows is given up after `limits.write_lookup_ms`, as a hash submission's lookup is.
     async fn poll(&self, kind: Submission, deadline: Instant) -> Seen {
-        let unknown_by = deadline.min(Instant::now() + self.route.submit.lookup);
+        let unknown_by = deadline.min(Instant::now() + self.route.policy.submit.lookup);
         let mut known = false;
         loop {
             if kind == Submission::Sync {

@@ -48,7 +48,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                 let mut key = None;
                 if class == Class::Unknown {
                     let k = BlameKey::of(&self.cx.call.method, &body[value.clone()]);
-                    let (settled, how) = match route.blame.recall(k, self.ex.now_ms()) {
+                    let (settled, how) = match route.shard.blame.recall(k, self.ex.now_ms()) {
                         None => (Class::Unknown, None),
                         Some(Blame::Client) => (Class::UserError, Some(Settled::RememberedClient)),
                         Some(Blame::Pending) => (Class::UserError, Some(Settled::Pending)),
@@ -59,7 +59,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                         Some(Blame::Provider(_)) => (Class::Unknown, None),
                     };
                     if let Some(how) = how {
-                        route.recorder.metrics().settled(how);
+                        route.shard.recorder.metrics().settled(how);
                     }
                     class = settled;
                     key = Some(k);
@@ -81,7 +81,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                             route.live.learn_floor(p, b);
                         }
                         // Solana's "Node is behind by N slots": the provider told its slot (`core::live::slots`).
-                        if class == Class::DataUnavailable && route.solana {
+                        if class == Class::DataUnavailable && route.policy.solana {
                             route.note_behind(p, &body[value.clone()], self.ex.now_ms());
                         }
                         Verdict::Reroute {
@@ -196,7 +196,7 @@ impl Verdict {
     /// block answered below the client's mark is lagging: learn the provider's real head, try another.
     pub(super) fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId, now_ms: u64) -> Verdict {
         a.head.set(None);
-        if a.route.solana {
+        if a.route.policy.solana {
             return self.check_context_slot(a, i);
         }
         match self {

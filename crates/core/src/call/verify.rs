@@ -222,7 +222,7 @@ fn short_of_quorum(
     quorum: usize,
     block: Option<u64>,
 ) -> CallOutcome {
-    let metrics = route.recorder.metrics();
+    let metrics = route.shard.recorder.metrics();
     let tally = Tally::of(&votes);
     if tally.groups > 1 {
         metrics.verified(Verified::Disagreed);
@@ -309,7 +309,7 @@ fn agreed(
     asked: u32,
     now: u64,
 ) -> CallOutcome {
-    let metrics = route.recorder.metrics();
+    let metrics = route.shard.recorder.metrics();
     let winner = votes[tally.at].bytes().map(|(e, b)| (e, b.to_vec()));
     if settled {
         for v in &votes {
@@ -418,7 +418,7 @@ fn ranked(route: &NetworkRoute, caller: &Caller, family: Family, now: u64) -> Ve
         tag: None,
         key: caller.key,
     };
-    let mut pressure = route.pressure.borrow_mut();
+    let mut pressure = route.turns.pressure.borrow_mut();
     ask.stalled = route.pressure(family, now, &mut pressure);
     let mut order = Vec::new();
     while let Choice::Provider(p) = choose(
@@ -444,7 +444,7 @@ fn ranked(route: &NetworkRoute, caller: &Caller, family: Family, now: u64) -> Ve
     let mut seen = Vec::new();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
     for p in order {
-        let op = route.operators.get(p.index()).copied();
+        let op = route.policy.operators.get(p.index()).copied();
         if seen.contains(&op) {
             rest.push(p);
         } else {

@@ -136,12 +136,73 @@ pub struct NetworkRoute {
     pub upstreams: Vec<Rc<Upstream>>,
     pub statics: Vec<ProviderStatic>,
     pub live: Arc<NetworkLive>,
+    /// What the generation's config fixes for its calls (immutable while the route lives).
+    pub policy: RoutePolicy,
+    /// How this network's upstream WebSockets are reached.
+    pub ws: WsSettings,
+    /// What this shard owns for the network: its recorder, cache, dedupe, subscriptions, blame memory,
+    /// hedge budget, learned sync support and spare bodies.
+    pub shard: ShardServices,
+    /// This shard's rotations and routing scratch.
+    pub turns: Turns,
+    /// Shutdown, and whether a reload replaced this route.
+    pub life: Lifecycle,
+}
+
+/// What a generation's config fixes for one network's calls.
+pub struct RoutePolicy {
     pub retry: RetryPolicy,
-    /// Hedged reads (`[policy.hedge]`) and this shard's budget for them; each provider's operator index.
+    /// Hedged reads (`[policy.hedge]`); each provider's operator index (a hedge goes to another operator).
     pub hedge: crate::routing::hedge::Hedging,
-    pub hedge_budget: crate::routing::hedge::HedgeBudget,
     pub operators: Vec<u16>,
+    /// The methods this network's config declares reads or writes, applied over the method table.
+    pub declared: Declared,
+    /// Deadlines of transaction submissions and their lookups.
+    pub submit: SubmitLimits,
+    /// How wide `eth_getLogs` calls are split (`core::call::logs`): concurrency, byte cap, declared limits.
+    pub logs: LogsSettings,
+    /// Blocks below the head a cached answer must be to be kept (`cache_depth_blocks`).
+    pub cache_depth: u64,
+    /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
+    /// each ER run their own clocks), so they feed no drift.
+    pub solana: bool,
+}
+
+/// How a network's upstream WebSockets are reached.
+pub struct WsSettings {
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub connect_timeout_ms: u64,
+    /// Upstream WebSocket liveness (`limits.upstream_ws_ping_ms`; `None` = off).
+    pub ping: Option<std::time::Duration>,
+}
+
+/// What one shard owns for one network; carried over from the route before on a reload where it must
+/// outlive it (cache, dedupe, subscriptions, blame memory).
+pub struct ShardServices {
     pub recorder: Rc<Recorder>,
+    /// This shard's deterministic-result cache for the network (`None` when disabled).
+    pub cache: Option<Rc<ResultCache>>,
+    /// This shard's in-flight reads (`None` when deduplication is disabled).
+    pub inflight: Option<Rc<InFlight>>,
+    /// This shard's client subscriptions and upstream WebSocket links, shared by every generation's route
+    /// of the network: a subscription outlives a reload.
+    pub subs: Rc<SubHub>,
+    /// The network's newest route on this shard, which the hub's tasks follow (see [`Newest`]).
+    pub newest: Newest,
+    /// This shard's verdicts on errors the classifier does not know (see `core::judge::blame`).
+    pub blame: Rc<BlameMemory>,
+    /// This shard's budget for hedges (`core::routing::hedge`).
+    pub hedge_budget: crate::routing::hedge::HedgeBudget,
+    /// Which providers serve `eth_sendRawTransactionSync` themselves (declared, or learned on this shard).
+    pub sync: crate::call::sync_submit::SyncSupport,
+    /// Upstream call bodies between calls (`core::call::forward` builds each call's in one and gives it back);
+    /// `SpareBufs::small` bounds it.
+    pub bodies: prism_wire::http1::SpareBufs,
+}
+
+/// This shard's rotations and routing scratch for one network.
+#[derive(Default)]
+pub struct Turns {
     /// Rotation counter for ties (and for round robin, `round_robin`).
     pub rotation: Cell<usize>,
     /// Round robin's own rotation, advanced only by round-robin callers' attempts. With one counter, every
@@ -152,40 +213,23 @@ pub struct NetworkRoute {
     /// Where a routing decision reads this shard's calls in flight into (`NetworkRoute::pressure`), kept
     /// between decisions so a call's future does not carry it; borrowed only between two awaits.
     pub pressure: std::cell::RefCell<Pressure>,
-    /// This shard's deterministic-result cache for the network (`None` when disabled).
-    pub cache: Option<Rc<ResultCache>>,
-    pub cache_depth: u64,
-    /// This shard's in-flight reads (`None` when deduplication is disabled).
-    pub inflight: Option<Rc<InFlight>>,
-    /// This shard's client subscriptions and upstream WebSocket links, shared by every generation's route
-    /// of the network: a subscription outlives a reload.
-    pub subs: Rc<SubHub>,
-    /// The network's newest route on this shard, which the hub's tasks follow (see [`Newest`]).
-    pub newest: Newest,
-    /// This shard's verdicts on errors the classifier does not know (see `core::judge::blame`).
-    pub blame: Rc<BlameMemory>,
-    pub ws_tls: Option<Arc<rustls::ClientConfig>>,
-    pub connect_timeout_ms: u64,
-    /// Upstream WebSocket liveness (`limits.upstream_ws_ping_ms`; `None` = off).
-    pub ws_ping: Option<std::time::Duration>,
+}
+
+/// A route's life on its shard.
+pub struct Lifecycle {
     pub shutdown: Shutdown,
-    /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
-    /// each ER run their own clocks), so they feed no drift.
-    pub solana: bool,
-    /// The methods this network's config declares reads or writes, applied over the method table.
-    pub declared: Declared,
-    /// Deadlines of transaction submissions and their lookups.
-    pub submit: SubmitLimits,
-    /// Which providers serve `eth_sendRawTransactionSync` themselves (declared, or learned on this shard).
-    pub sync: crate::call::sync_submit::SyncSupport,
     /// A reload replaced this route: its probers stop (the new route's probe instead); calls and WebSocket
     /// sessions that hold it finish on it.
     pub superseded: Cell<bool>,
-    /// How wide `eth_getLogs` calls are split (`core::call::logs`): concurrency, byte cap, declared limits.
-    pub logs: LogsSettings,
-    /// Upstream call bodies between calls (`core::call::forward` builds each call's in one and gives it back);
-    /// `SpareBufs::small` bounds it.
-    pub bodies: prism_wire::http1::SpareBufs,
+}
+
+impl Lifecycle {
+    pub fn new(shutdown: Shutdown) -> Lifecycle {
+        Lifecycle {
+            shutdown,
+            superseded: Cell::new(false),
+        }
+    }
 }
 
 /// The newest route of one network on one shard, shared by all its generations. The subscription hub's
@@ -284,7 +328,7 @@ impl NetworkRoute {
         let cost = table.map_or(1, |t| t.cost(method));
         if let Some(shares) = quota.shares(i) {
             if let Err(over) = shares.take(key as usize, cost) {
-                self.recorder.metrics().over_share(key as usize);
+                self.shard.recorder.metrics().over_share(key as usize);
                 return Err(over);
             }
         }
@@ -294,7 +338,8 @@ impl NetworkRoute {
             if p.peer.quota_leased.load(Ordering::Relaxed) {
                 p.peer.quota_stock.fetch_sub(i64::from(cost), Ordering::Relaxed);
             }
-            self.recorder
+            self.shard
+                .recorder
                 .metrics()
                 .credits(self.index, key as usize, i, self.upstreams.len(), u64::from(cost));
         }
@@ -303,7 +348,7 @@ impl NetworkRoute {
 
     /// Whose error codes this network's providers speak.
     pub fn dialect(&self) -> crate::judge::classify::Dialect {
-        if self.solana {
+        if self.policy.solana {
             crate::judge::classify::Dialect::Solana
         } else {
             crate::judge::classify::Dialect::Evm
@@ -311,8 +356,8 @@ impl NetworkRoute {
     }
 
     pub fn next_rotation(&self) -> usize {
-        let r = self.rotation.get();
-        self.rotation.set(r.wrapping_add(1));
+        let r = self.turns.rotation.get();
+        self.turns.rotation.set(r.wrapping_add(1));
         r
     }
 
@@ -332,8 +377,8 @@ impl NetworkRoute {
         if strategy != prism_config::Strategy::RoundRobin {
             return self.next_rotation();
         }
-        let r = self.round_robin.get();
-        self.round_robin.set(r.wrapping_add(1));
+        let r = self.turns.round_robin.get();
+        self.turns.round_robin.set(r.wrapping_add(1));
         r
     }
 }
@@ -361,7 +406,7 @@ impl NetworkRoute {
         let p = &self.live.providers()[i];
         let result = class.attempt_result();
         let reason = reason.filter(|_| matches!(result, AttemptResult::Failed | AttemptResult::Throttled));
-        self.recorder.record(
+        self.shard.recorder.record(
             self.index,
             i,
             Attempt {

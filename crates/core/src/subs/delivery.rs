@@ -23,6 +23,7 @@ impl Topic {
         }
         inbox.clear();
         if route
+            .shard
             .subs
             .heads
             .borrow()
@@ -31,6 +32,7 @@ impl Topic {
         {
             // Logs were handed to this inbox too: each logs topic backfills what it may have lost.
             for t in route
+                .shard
                 .subs
                 .topics
                 .borrow()
@@ -42,7 +44,7 @@ impl Topic {
             }
         }
         tracing::warn!(network = %route.name, topic = self.kind.name(), "subscription delivery fell behind its upstream; rebuilt with a backfill");
-        route.recorder.metrics().ws_topic_rebuilt();
+        route.shard.recorder.metrics().ws_topic_rebuilt();
         let fresh = LocalQueue::new(TOPIC_INBOX);
         *self.inbox.borrow_mut() = fresh.clone();
         self.logs.backfilling.set(self.kind == TopicKind::Logs);
@@ -58,7 +60,7 @@ pub(super) const TOPIC_INBOX: usize = 4096;
 /// Runs a topic's deliveries from its current inbox. `first`: the first `Resubscribed` is the initial
 /// subscription (nothing to backfill); a rebuilt topic backfills on its first one.
 pub(super) fn spawn_delivery(route: &Rc<NetworkRoute>, topic: &Rc<Topic>, first: bool) {
-    let newest = route.newest.clone();
+    let newest = route.shard.newest.clone();
     let topic = topic.clone();
     let inbox = topic.inbox.borrow().clone();
     spawn(async move {

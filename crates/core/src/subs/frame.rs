@@ -47,7 +47,7 @@ pub(super) fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &
     let (id, upstream) = match parse_upstream_frame(text) {
         UpstreamFrame::Notification { subscription, result } => {
             let key = link.by_upstream.borrow().get(subscription).cloned();
-            if let Some(topic) = key.and_then(|k| route.subs.topics.borrow().get(&k).cloned()) {
+            if let Some(topic) = key.and_then(|k| route.shard.subs.topics.borrow().get(&k).cloned()) {
                 if topic.kind == TopicKind::NewHeads {
                     if let Some(n) = object_field(result, "number").and_then(hex_quantity) {
                         // A head the chain cannot be at is never delivered (nor raises a mark or the watermark).
@@ -59,7 +59,7 @@ pub(super) fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &
                 // A log goes through the heads feed's delivery when the feed reads the same socket: the order
                 // of heads and logs is then the node's (`logs::in_order`).
                 let feed = match topic.kind {
-                    TopicKind::Logs => route.subs.heads.borrow().clone().filter(|h| {
+                    TopicKind::Logs => route.shard.subs.heads.borrow().clone().filter(|h| {
                         h.upstream.provider.get() == Some(link.provider) && h.upstream.id.borrow().is_some()
                     }),
                     _ => None,
@@ -79,18 +79,18 @@ pub(super) fn on_upstream_message(route: &Rc<NetworkRoute>, link: &Link, text: &
     };
     let Some(upstream) = upstream else {
         tracing::warn!(network = %route.name, provider = %route.upstreams[link.provider].name, "upstream refused a subscription; trying another provider");
-        let topic = route.subs.topics.borrow().get(&key).cloned();
+        let topic = route.shard.subs.topics.borrow().get(&key).cloned();
         if let Some(topic) = topic.filter(|t| t.upstream.provider.get() == Some(link.provider)) {
             topic.upstream.refused.borrow_mut().push(link.provider);
             let refused = topic.upstream.refused.borrow().clone();
             if let Some(next) = pick_ws_provider(route, &refused) {
                 topic.upstream.provider.set(Some(next));
-                route.subs.link(route, next).subscribe(&key, &topic);
+                route.shard.subs.link(route, next).subscribe(&key, &topic);
             }
         }
         return;
     };
-    let topic = route.subs.topics.borrow().get(&key).cloned();
+    let topic = route.shard.subs.topics.borrow().get(&key).cloned();
     match topic {
         Some(topic) if topic.upstream.provider.get() == Some(link.provider) => {
             *topic.upstream.id.borrow_mut() = Some(upstream.to_string());

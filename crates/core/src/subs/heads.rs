@@ -40,7 +40,7 @@ pub(super) async fn deliver(route: &NetworkRoute, topic: &Topic, result: Vec<u8>
         for h in from..head.number {
             match fetch(route, "eth_getBlockByNumber", &format!(r#"["0x{h:x}",false]"#)).await {
                 Some(block) if block != b"null" => {
-                    route.recorder.metrics().ws_backfilled(true, 1);
+                    route.shard.recorder.metrics().ws_backfilled(true, 1);
                     accept(route, topic, block).await;
                     logs::release_all(route);
                 }
@@ -130,7 +130,7 @@ fn record(route: &NetworkRoute, b: &Named) {
     if b.parent.is_none() {
         return;
     }
-    if let Some(cache) = &route.cache {
+    if let Some(cache) = &route.shard.cache {
         let dropped = cache.observe(*b, true);
         if dropped > 0 {
             tracing::info!(network = %route.name, height = b.number, dropped, "reorg announced: cached answers about the replaced blocks dropped");
@@ -255,7 +255,7 @@ fn deliver_linked(route: &NetworkRoute, topic: &Topic, branch: Branch, top: u64)
     let fork = branch[0].0.number.saturating_sub(1);
     if fork < top {
         tracing::info!(network = %route.name, fork, replaced = top - fork, "reorg announced: replaced heights are delivered again");
-        route.recorder.metrics().ws_reorg();
+        route.shard.recorder.metrics().ws_reorg();
         logs::on_reorg(route, fork);
     }
     if branch.last().is_some_and(|(b, _)| b.number < top) {

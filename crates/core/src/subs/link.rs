@@ -36,7 +36,7 @@ impl SubHub {
             failures: Cell::new(0),
         });
         self.links.borrow_mut().insert(provider, link.clone());
-        let newest = route.newest.clone();
+        let newest = route.shard.newest.clone();
         let l = link.clone();
         spawn(async move { run_link(newest, l).await });
         link
@@ -76,10 +76,11 @@ async fn run_link(route: Newest, link: Rc<Link>) {
     let mut backoff = Reconnect::default();
     loop {
         let Some(r) = route.get() else { return };
-        if r.shutdown.is_triggered() {
+        if r.life.shutdown.is_triggered() {
             return;
         }
         let assigned: Vec<(Vec<u8>, Rc<Topic>)> = r
+            .shard
             .subs
             .topics
             .borrow()
@@ -89,14 +90,14 @@ async fn run_link(route: Newest, link: Rc<Link>) {
             .collect();
         if assigned.is_empty() && link.failures.get() > 0 {
             // Nothing to carry any more: let the link go.
-            r.subs.links.borrow_mut().remove(&link.provider);
+            r.shard.subs.links.borrow_mut().remove(&link.provider);
             return;
         }
         let Some(ws) = r.upstreams[link.provider].ws.clone() else {
             return;
         };
-        let deadline = Instant::now() + Duration::from_millis(r.connect_timeout_ms);
-        let tls = r.ws_tls.clone();
+        let deadline = Instant::now() + Duration::from_millis(r.ws.connect_timeout_ms);
+        let tls = r.ws.tls.clone();
         let connected = connect_ws(
             &ws.url,
             &ws.addrs,
@@ -124,13 +125,13 @@ async fn run_link(route: Newest, link: Rc<Link>) {
         link.pending.borrow_mut().clear();
         link.by_upstream.borrow_mut().clear();
         // Replay every topic this provider carries.
-        for (key, topic) in r.subs.topics.borrow().iter() {
+        for (key, topic) in r.shard.subs.topics.borrow().iter() {
             if topic.upstream.provider.get() == Some(link.provider) {
                 topic.upstream.id.borrow_mut().take();
                 link.subscribe(key, topic);
             }
         }
-        let end = pump(socket, out, r.ws_ping, |text| {
+        let end = pump(socket, out, r.ws.ping, |text| {
             let Some(route) = route.get() else { return false };
             on_upstream_message(&route, &link, text);
             true
@@ -139,17 +140,17 @@ async fn run_link(route: Newest, link: Rc<Link>) {
         *link.out.borrow_mut() = None;
         link.connected.set(false);
         link.failures.set(link.failures.get() + 1);
-        r.recorder.metrics().ws_reconnect();
+        r.shard.recorder.metrics().ws_reconnect();
         match end {
             PumpEnd::Unresponsive => {
-                r.recorder.metrics().ws_unresponsive();
+                r.shard.recorder.metrics().ws_unresponsive();
                 tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket stopped answering pings; reconnecting")
             }
             PumpEnd::Closed => {
                 tracing::warn!(network = %r.name, provider = %r.upstreams[link.provider].name, "upstream WebSocket lost; reconnecting")
             }
         }
-        for topic in r.subs.topics.borrow().values() {
+        for topic in r.shard.subs.topics.borrow().values() {
             if topic.upstream.provider.get() == Some(link.provider) {
                 topic.upstream.id.borrow_mut().take();
             }

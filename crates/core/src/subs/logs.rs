@@ -67,7 +67,7 @@ enum Standing {
 }
 
 fn standing(route: &NetworkRoute, log: &[u8]) -> Standing {
-    let heads = route.subs.heads.borrow().clone();
+    let heads = route.shard.subs.heads.borrow().clone();
     let (Some(t), Some((n, h))) = (heads, log_block(log)) else {
         return Standing::Held;
     };
@@ -75,10 +75,15 @@ fn standing(route: &NetworkRoute, log: &[u8]) -> Standing {
         return Standing::Held;
     }
     let up = t.upstream.id.borrow().is_some()
-        && t.upstream
-            .provider
-            .get()
-            .is_some_and(|p| route.subs.links.borrow().get(&p).is_some_and(|l| l.connected.get()));
+        && t.upstream.provider.get().is_some_and(|p| {
+            route
+                .shard
+                .subs
+                .links
+                .borrow()
+                .get(&p)
+                .is_some_and(|l| l.connected.get())
+        });
     match t.heads.block_at(n) {
         _ if !up => Standing::Held,
         Some(x) if x == h => Standing::Held,
@@ -99,6 +104,7 @@ pub(super) fn in_order(route: &NetworkRoute, topic: &Topic, log: Vec<u8>) {
 /// Every logs topic's waiting logs, after the heads feed delivered a head.
 pub(super) fn release_all(route: &NetworkRoute) {
     let waiting: Vec<Rc<Topic>> = route
+        .shard
         .subs
         .topics
         .borrow()
@@ -186,6 +192,7 @@ fn deliver_now(route: &NetworkRoute, topic: &Topic, log: &[u8]) {
 /// it again, flagged `"removed": true`, oldest first.
 pub(super) fn on_reorg(route: &NetworkRoute, fork: u64) {
     let topics: Vec<Rc<Topic>> = route
+        .shard
         .subs
         .topics
         .borrow()
@@ -256,7 +263,7 @@ pub(super) async fn backfill(route: &NetworkRoute, topic: &Topic) {
         i += 1;
     }
     if delivered > 0 {
-        route.recorder.metrics().ws_backfilled(false, delivered);
+        route.shard.recorder.metrics().ws_backfilled(false, delivered);
     }
 }
 

@@ -25,7 +25,7 @@ impl SubHub {
         mark: MarkKey,
     ) -> Result<String, SubscribeError> {
         // A session opened before a reload holds an older route; new topics go by the newest one.
-        let newest = route.newest.get();
+        let newest = route.shard.newest.get();
         let route = newest.as_ref().unwrap_or(route);
         let kind = match nth_element(params, 0).and_then(plain_str) {
             Some("newHeads") => TopicKind::NewHeads,
@@ -42,7 +42,7 @@ impl SubHub {
                 ))
             }
         };
-        let hub = &route.subs;
+        let hub = &route.shard.subs;
         let key = topic_key(params).ok_or_else(|| SubscribeError::Unsupported("invalid subscription params".into()))?;
         let id = new_subscription_id();
         let existing = hub.topics.borrow().get(&key).cloned();
@@ -70,7 +70,7 @@ impl SubHub {
 
     /// Removes a client subscription; the upstream one goes when its last client leaves.
     pub fn unsubscribe(route: &NetworkRoute, id: &str) -> bool {
-        let hub = &route.subs;
+        let hub = &route.shard.subs;
         let Some(key) = hub.clients.borrow_mut().remove(id) else {
             return false;
         };
@@ -84,7 +84,7 @@ impl SubHub {
                     *hub.heads.borrow_mut() = None;
                 }
                 topic.inbox.borrow().close();
-                route.recorder.metrics().subscription(topic.kind, -1);
+                route.shard.recorder.metrics().subscription(topic.kind, -1);
                 if let (Some(p), Some(upstream)) =
                     (topic.upstream.provider.get(), topic.upstream.id.borrow_mut().take())
                 {
@@ -101,8 +101,8 @@ impl SubHub {
     /// Starts the heads feed if the cache asked for one (called by the shard's sweeper, every 100 ms) and a
     /// provider has a WebSocket.
     pub fn keep_heads(route: &Rc<NetworkRoute>) {
-        if route.subs.heads_wanted.get()
-            && route.subs.heads.borrow().is_none()
+        if route.shard.subs.heads_wanted.get()
+            && route.shard.subs.heads.borrow().is_none()
             && route.upstreams.iter().any(|u| u.ws.is_some())
         {
             SubHub::keep_heads_for(route);
@@ -111,10 +111,10 @@ impl SubHub {
 
     /// Makes sure the `["newHeads"]` topic exists, and keeps it without subscribers: the heads feed.
     fn keep_heads_for(route: &Rc<NetworkRoute>) {
-        if route.solana {
+        if route.policy.solana {
             return;
         }
-        let existing = route.subs.heads.borrow().clone();
+        let existing = route.shard.subs.heads.borrow().clone();
         let topic = match existing {
             Some(t) => t,
             None => {
@@ -147,7 +147,7 @@ fn open_topic(
     kind: TopicKind,
     params: &[u8],
 ) -> Result<Rc<Topic>, SubscribeError> {
-    let hub = &route.subs;
+    let hub = &route.shard.subs;
     let provider = pick_ws_provider(route, &[]).ok_or(SubscribeError::NoProvider)?;
     let topic = Rc::new(Topic {
         kind,
@@ -168,7 +168,7 @@ fn open_topic(
     hub.ensure_supervisor(route);
     let link = hub.link(route, provider);
     link.subscribe(&key, &topic);
-    route.recorder.metrics().subscription(kind, 1);
+    route.shard.recorder.metrics().subscription(kind, 1);
     Ok(topic)
 }
 

@@ -16,15 +16,16 @@ impl SubHub {
         if self.supervisor.replace(true) {
             return;
         }
-        let newest = route.newest.clone();
+        let newest = route.shard.newest.clone();
         spawn(async move {
             loop {
                 sleep(Duration::from_millis(250)).await;
                 let Some(route) = newest.get() else { return };
-                if route.shutdown.is_triggered() {
+                if route.life.shutdown.is_triggered() {
                     return;
                 }
                 let topics: Vec<(Vec<u8>, Rc<Topic>)> = route
+                    .shard
                     .subs
                     .topics
                     .borrow()
@@ -35,7 +36,13 @@ impl SubHub {
                     let Some(p) = topic.upstream.provider.get() else {
                         continue;
                     };
-                    let link_down = route.subs.links.borrow().get(&p).is_some_and(|l| l.failures.get() >= 3);
+                    let link_down = route
+                        .shard
+                        .subs
+                        .links
+                        .borrow()
+                        .get(&p)
+                        .is_some_and(|l| l.failures.get() >= 3);
                     if usable(&route, p) && !link_down {
                         continue;
                     }
@@ -47,13 +54,13 @@ impl SubHub {
                     tracing::warn!(network = %route.name, from = %route.upstreams[p].name, to = %route.upstreams[next].name,
                         topic = topic.kind.name(), "moving subscription to a healthy provider");
                     if let Some(upstream) = topic.upstream.id.borrow_mut().take() {
-                        if let Some(link) = route.subs.links.borrow().get(&p) {
+                        if let Some(link) = route.shard.subs.links.borrow().get(&p) {
                             link.by_upstream.borrow_mut().remove(&upstream);
                             link.send_unsubscribe(&upstream);
                         }
                     }
                     topic.upstream.provider.set(Some(next));
-                    route.subs.link(&route, next).subscribe(&key, &topic);
+                    route.shard.subs.link(&route, next).subscribe(&key, &topic);
                 }
             }
         });

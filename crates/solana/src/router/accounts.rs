@@ -205,6 +205,6 @@ pub(super) async fn fees(
         Ok(d) => d,
         Err(e) => return e,
     };
-    let info = sol.route.declared.apply(method, crate::methods::lookup(method));
+    let info = sol.route.policy.declared.apply(method, crate::methods::lookup(method));
     sol.call_on(dest, info, method, params, caller, deadline).await
 }

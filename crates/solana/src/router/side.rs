@@ -58,7 +58,7 @@ pub(super) async fn repaired_dest(
     let Status::Delegated { er: Some(k), .. } = status else {
         return None;
     };
-    let metrics = sol.route.recorder.metrics();
+    let metrics = sol.route.shard.recorder.metrics();
     metrics.solana(SolanaMetric::Rerouted, 1);
     Some(Dest::Er(k))
 }

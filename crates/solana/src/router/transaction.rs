@@ -53,7 +53,7 @@ pub(super) async fn transaction(
     let signature = tx.signature();
     // A submission keeps time to look its signature up if the answer is lost.
     let send_by = match (send, &signature) {
-        (true, Some(_)) => send_deadline(deadline, sol.route.submit.lookup),
+        (true, Some(_)) => send_deadline(deadline, sol.route.policy.submit.lookup),
         _ => deadline,
     };
     let forward = sol.call_on(dest, info, method, params, caller, send_by);
@@ -140,10 +140,10 @@ async fn settled(
         // Lost after sending: the side it went to is asked for its status (reads only, never a resend).
         CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { tx, .. }) => {
             if signature_landed(sol, dest, &sig, caller, deadline).await {
-                sol.route.recorder.metrics().submitted(Submitted::LostFound);
+                sol.route.shard.recorder.metrics().submitted(Submitted::LostFound);
                 out = signature_answer(&sig);
             } else {
-                sol.route.recorder.metrics().submitted(Submitted::LostUnresolved);
+                sol.route.shard.recorder.metrics().submitted(Submitted::LostUnresolved);
                 *tx = TxRef::Signature(sig.clone());
             }
         }
@@ -154,7 +154,7 @@ async fn settled(
             is_error: true,
             ..
         } if submission_says(&body[value.clone()]) == SubmissionSays::AlreadyKnown => {
-            sol.route.recorder.metrics().submitted(Submitted::AlreadyKnown);
+            sol.route.shard.recorder.metrics().submitted(Submitted::AlreadyKnown);
             out = signature_answer(&sig);
         }
         _ => {}
