@@ -810,6 +810,7 @@ fn a_keys_height_never_goes_back_across_nodes_while_providers_toggle() {
 
     let stop = AtomicBool::new(false);
     let failed = thread::scope(|scope| {
+        let _stop_toggling = support::StopOnDrop(&stop);
         scope.spawn(|| {
             let mut up = false;
             while !stop.load(Ordering::SeqCst) {

@@ -325,6 +325,7 @@ fn a_burst_beyond_the_upstream_connection_cap_queues_and_never_opens_more() {
     let addr = prism.addr();
     let started = Instant::now();
     thread::scope(|s| {
+        let _stop_sampling = crate::support::StopOnDrop(&done);
         // Samples the provider's open connections while the burst runs.
         s.spawn(|| {
             while !done.load(Ordering::SeqCst) {

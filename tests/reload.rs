@@ -338,6 +338,9 @@ fn a_reload_of_ten_thousand_keys_and_fifty_providers_holds_no_request() {
                 }
             });
         }
+        // The clients stop however this ends: an assertion failing here would otherwise leave the scope
+        // waiting on them forever (a hang instead of a failure).
+        let _stop_clients = crate::support::StopOnDrop(&stop);
         // Rotate 1 000 secrets, remove p40..p49, add p50..p59.
         // A baseline of client latencies to compare with.
         assert!(crate::support::wait_until(WAIT, || sent.load(Ordering::Relaxed) > 500));

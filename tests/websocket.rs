@@ -316,6 +316,7 @@ fn heads_continue_without_gap_or_duplicate_when_the_upstream_socket_drops() {
     // Heads advancing continuously from another thread while the socket drops twice more.
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        let _stop_heads = crate::support::StopOnDrop(&stop);
         s.spawn(|| {
             while !stop.load(Ordering::SeqCst) {
                 fake.advance_head(1);

@@ -43,6 +43,17 @@ pub use prism::{Prism, PrismBuilder};
 
 use std::time::{Duration, Instant};
 
+/// Sets a stop flag when dropped. Threads of a `std::thread::scope` that poll the flag stop on every way out
+/// of the scope, a failed assertion included: without it the scope waits on them forever and a failure
+/// becomes a hang.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Polls `f` every 10 ms until it returns true or `within` passes; returns its last answer.
 pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;

@@ -1,5 +1,6 @@
 //! One failed attempt and what may follow it. The facts are set where the failure is judged
-//! (`forward::Attempts::verdict`, from the transport's `maybe_sent` and the judge's `retry_on`); whether the
+//! (`verdict::Attempts::verdict`: the provider as a `ProviderId`, whose fault it is as the judge's class, the
+//! transport's `maybe_sent` and the judge's `retry_on`); whether the
 //! call ends, goes to another provider at once, or is tried again after a backoff is decided here, in
 //! [`Fault::next`], and nowhere else. (The transport's one silent retry of a request on a reused keep-alive
 //! connection that turned out dead happens below this, before any byte reached a provider.)
