@@ -226,7 +226,11 @@ impl GenBuild<'_> {
                         .collect(),
                 },
                 cache_depth: config.networks[index].cache_depth_blocks,
-                solana: n.kind == NetworkKind::SolanaMagic,
+                chain: if n.kind == NetworkKind::SolanaMagic {
+                    &prism_solana::chain::SOLANA
+                } else {
+                    &prism_core::chain::EVM
+                },
             },
             ws: WsSettings {
                 tls: tls_config.clone(),

@@ -45,14 +45,14 @@ pub async fn probe_loop(route: &NetworkRoute, i: ProviderId, interval: Duration,
             check_chain(route, i, id).await;
         }
         // Tags before the head, so an honest provider's tags are never above the head it reports next.
-        if !route.policy.solana && round.is_multiple_of(TAG_EVERY) {
+        if route.policy.chain.single_chain() && round.is_multiple_of(TAG_EVERY) {
             id += 2;
             probe_tags(route, i, id).await;
         }
         round += 1;
         id += 1;
         probe_head(route, i, id).await;
-        if !route.policy.solana {
+        if route.policy.chain.single_chain() {
             route.live.recompute_tags();
             if let Some(block) = route.live.providers()[i].floor.recheck_due(now_ms(), recheck_ms) {
                 id += 1;
@@ -132,16 +132,19 @@ async fn call_with(route: &NetworkRoute, i: ProviderId, id: u64, method: &str, p
             is_error: false,
             ..
         } => Ok(body[value].to_vec()),
-        // Solana: a node's `getHealth` says "Node is behind by N slots" while it is: it is taken at its word
-        // (`core::live::slots`), with or without client traffic to hear it from.
+        // A chain whose nodes say what "unavailable" means for them is taken at its word, with or without
+        // client traffic to hear it from (Solana's `getHealth`: "Node is behind by N slots", `core::live::slots`).
         Judged::Answer {
             body,
             value,
             is_error: true,
             class: Class::DataUnavailable,
             ..
-        } if route.policy.solana => {
-            route.note_behind(i, &body[value], now_ms());
+        } if route
+            .policy
+            .chain
+            .told_unavailable(&route.live, i, &body[value.clone()], now_ms()) =>
+        {
             Err(Miss {
                 class: Class::DataUnavailable,
                 reason,
@@ -292,21 +295,11 @@ async fn probe_head(route: &NetworkRoute, i: ProviderId, id: u64) {
         _ => return, // cooling down, or another shard holds the half-open probe
     };
     let started = Instant::now();
-    let result = call(
-        route,
-        i,
-        id,
-        if route.policy.solana {
-            "getHealth"
-        } else {
-            "eth_blockNumber"
-        },
-    )
-    .await;
+    let result = call(route, i, id, route.policy.chain.head_probe()).await;
     let latency_us = started.elapsed().as_micros() as u64;
     let by = Origin::Probe { half_open };
-    if route.policy.solana {
-        // `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
+    if !route.policy.chain.single_chain() {
+        // Slots per side (Solana): `getHealth` answers "ok"; an unhealthy node answers an error (classified like client traffic).
         let miss = match &result {
             Ok(v) if v.as_slice() == b"\"ok\"" => Miss {
                 class: Class::Success,

@@ -6,6 +6,7 @@
 //! hub. The method table is the shared vocabulary's (`prism_wire::rpc::methods`).
 
 pub mod call;
+pub mod chain;
 pub mod judge;
 pub mod live;
 pub mod reuse;

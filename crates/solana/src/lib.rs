@@ -20,6 +20,7 @@
 /// Base58 and keys are shared vocabulary (config validates them too).
 pub use prism_wire::rpc::{base58, pubkey};
 pub mod base_only;
+pub mod chain;
 pub mod memo;
 pub mod methods;
 pub mod net;

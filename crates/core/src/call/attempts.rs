@@ -42,7 +42,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         // A `latest` read is also held to what this node's providers have shown lately (less the tolerance):
         // the caller's mark reaches other nodes only through Redis, and it may have been answered that
         // height by one of them a moment ago.
-        let held = if latest && tag.is_none() && !route.policy.solana {
+        let held = if latest && tag.is_none() && route.policy.chain.single_chain() {
             route.live.held_head(|| ex.now_ms())
         } else {
             0
@@ -50,7 +50,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
         let mark = own.max(held.saturating_sub(tolerance));
         // eth_blockNumber and latest-tagged reads must come from a provider at or above the mark; other reads
         // may come from one within the tolerance. A read at block N prefers providers that have N.
-        let mut min_head = if latest || route.policy.solana {
+        let mut min_head = if latest || route.policy.chain.every_answer_at_height() {
             mark
         } else {
             mark.saturating_sub(tolerance)

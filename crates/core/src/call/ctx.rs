@@ -48,7 +48,7 @@ impl<'a, 'c> CallCtx<'a, 'c> {
         ids: &'a Cell<u64>,
     ) -> Self {
         let block = block_ref(&info, call.params);
-        let tag = tag_of(block).filter(|_| !route.policy.solana);
+        let tag = tag_of(block).filter(|_| route.policy.chain.single_chain());
         CallCtx {
             call,
             info,

@@ -162,7 +162,7 @@ fn route(n: usize, retry: RetryPolicy) -> NetworkRoute {
             submit: SubmitLimits::default(),
             logs: Default::default(),
             cache_depth: 64,
-            solana: false,
+            chain: &crate::chain::EVM,
         },
         ws: WsSettings {
             tls: None,

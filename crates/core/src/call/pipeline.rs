@@ -14,7 +14,7 @@ use crate::call::exchange::Live;
 use crate::call::forward::forward_with;
 use crate::call::outcome::{CallOutcome, Caller, ProxyError, Source};
 use crate::call::submit::{submit, Submission};
-use crate::call::verdict::revealed_head;
+use crate::chain::revealed_head;
 use crate::live::marks::MarkKey;
 use crate::reuse::cache::{answer_cacheable, request_pin, Anchor, Proof};
 use crate::reuse::canon::canonical_key;

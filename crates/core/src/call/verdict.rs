@@ -7,19 +7,17 @@
 use std::ops::Range;
 
 use prism_telemetry::metrics::Settled;
-use prism_wire::jsonscan::{hex_quantity, object_field};
-use prism_wire::rpc::methods::{HeadHint, MethodInfo};
 use prism_wire::rpc::ProviderId;
 
 use crate::call::attempts::Attempts;
 use crate::call::exchange::Exchange;
 use crate::call::fault::Fault;
 use crate::call::outcome::{CallOutcome, How, ProxyError};
+use crate::chain::{revealed_head, Asked, Height};
 use crate::judge::blame::{Blame, BlameKey};
 use crate::judge::classify::Class;
 use crate::judge::{error_retry_on, Judged};
 use crate::live::finality::{self, TagCheck};
-use crate::live::state::HeadVerdict;
 
 impl<E: Exchange> Attempts<'_, '_, E> {
     /// What a judged exchange with provider `p` means for this call: blame memory settles an error no rule
@@ -80,9 +78,12 @@ impl<E: Exchange> Attempts<'_, '_, E> {
                         if let (Class::DataUnavailable, Some(b)) = (class, self.ask.at_block) {
                             route.live.learn_floor(p, b);
                         }
-                        // Solana's "Node is behind by N slots": the provider told its slot (`core::live::slots`).
-                        if class == Class::DataUnavailable && route.policy.solana {
-                            route.note_behind(p, &body[value.clone()], self.ex.now_ms());
+                        // What the chain reads in it (Solana's "Node is behind by N slots": `core::live::slots`).
+                        if class == Class::DataUnavailable {
+                            route
+                                .policy
+                                .chain
+                                .told_unavailable(&route.live, p, &body[value.clone()], self.ex.now_ms());
                         }
                         Verdict::Reroute {
                             answer: CallOutcome::Answer {
@@ -191,118 +192,61 @@ impl Verdict {
         }
     }
 
-    /// An answer revealing a head: learn it if plausible. One beyond 2^53 is malformed (the provider's
-    /// failure); one the chain cannot be at is never answered (try another). `eth_blockNumber` or a "latest"
-    /// block answered below the client's mark is lagging: learn the provider's real head, try another.
+    /// An answer revealing a height (`core::chain`: the chain's rules read it): one beyond 2^53 is malformed
+    /// (the provider's failure); one the chain cannot be at is never answered (try another); one below the
+    /// client's mark is lagging (try another). A believed one raises the mark in `finish`. An EVM
+    /// `safe` / `finalized` read is held to its tag (`check_tag`).
     pub(super) fn check_head<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId, now_ms: u64) -> Verdict {
         a.head.set(None);
-        if a.route.policy.solana {
-            return self.check_context_slot(a, i);
-        }
-        match self {
-            Verdict::Answer {
-                body,
-                value,
-                is_error: false,
-            } if a.cx.latest => match revealed_head(&a.cx.info, a.cx.latest, &body[value.clone()])
-                .map(|h| (h, a.route.live.observe_head_at(i, h, now_ms)))
-            {
-                Some((_, HeadVerdict::Malformed)) => Verdict::Failed(Fault {
-                    error: ProxyError::NotServed(
-                        "The provider answered a block height beyond 2^53: a malformed answer",
-                    ),
-                    sent: true,
-                    retry_on: None,
-                    node_answer: None,
-                    class: Class::ProviderFailure,
-                }),
-                Some((_, HeadVerdict::Implausible)) => Verdict::Reroute {
-                    answer: CallOutcome::Failed(ProxyError::NotServed(
-                        "The provider reported a block height the chain cannot be at; retry shortly",
-                    )),
-                },
-                // `eth_blockNumber`, or a "latest" block whose number is below what this client has seen.
-                Some((h, _)) if h < a.mark => {
-                    a.route.live.lower_head(i, h);
-                    Verdict::Lagging {
-                        answer: CallOutcome::Answer {
-                            body,
-                            value,
-                            is_error: false,
-                            how: How::from(i),
-                        },
-                    }
-                }
-                found => {
-                    a.head.set(found.map(|(h, _)| h));
-                    Verdict::Answer {
-                        body,
-                        value,
-                        is_error: false,
-                    }
-                }
+        let Verdict::Answer {
+            body,
+            value,
+            is_error: false,
+        } = self
+        else {
+            return self;
+        };
+        let asked = Asked {
+            info: &a.cx.info,
+            latest: a.cx.latest,
+        };
+        let heard = a
+            .route
+            .policy
+            .chain
+            .heard_height(&a.route.live, i, asked, &body[value.clone()], a.mark, now_ms);
+        match heard {
+            Height::Malformed => Verdict::Failed(Fault {
+                error: ProxyError::NotServed("The provider answered a block height beyond 2^53: a malformed answer"),
+                sent: true,
+                retry_on: None,
+                node_answer: None,
+                class: Class::ProviderFailure,
+            }),
+            Height::Implausible => Verdict::Reroute {
+                answer: CallOutcome::Failed(ProxyError::NotServed(
+                    "The provider reported a block height the chain cannot be at; retry shortly",
+                )),
             },
-            Verdict::Answer {
-                body,
-                value,
-                is_error: false,
-            } if a.cx.tag.is_some() => a.check_tag(i, body, value),
-            v => v,
-        }
-    }
-}
-
-impl Verdict {
-    /// Solana: an answer's `context.slot` is the provider's slot (believed within its probe's bound) and must
-    /// not take the caller's view of this side backwards: one below the caller's mark is lagging (try
-    /// another provider); a believable one raises the mark in `finish`.
-    pub(super) fn check_context_slot<E: Exchange>(self, a: &Attempts<'_, '_, E>, i: ProviderId) -> Verdict {
-        match self {
-            Verdict::Answer {
-                body,
-                value,
-                is_error: false,
-            } => {
-                let slot = object_field(&body[value.clone()], "context")
-                    .and_then(|c| object_field(c, "slot"))
-                    .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u64>().ok());
-                let answer = |body, value| Verdict::Answer {
+            Height::Lagging => Verdict::Lagging {
+                answer: CallOutcome::Answer {
                     body,
                     value,
                     is_error: false,
-                };
-                match slot {
-                    // Lagging for this caller; still the provider's slot now (it moves `slot_now`).
-                    Some(s) if s < a.mark => {
-                        a.route.live.observe_answer_slot(i, s, a.ex.now_ms());
-                        Verdict::Lagging {
-                            answer: CallOutcome::Answer {
-                                body,
-                                value,
-                                is_error: false,
-                                how: How::from(i),
-                            },
-                        }
-                    }
-                    Some(s) => {
-                        if a.route.live.observe_answer_slot(i, s, a.ex.now_ms()) {
-                            a.head.set(Some(s));
-                        }
-                        answer(body, value)
-                    }
-                    None => answer(body, value),
+                    how: How::from(i),
+                },
+            },
+            Height::Unshown if a.cx.tag.is_some() => a.check_tag(i, body, value),
+            heard => {
+                if let Height::Shown(h) = heard {
+                    a.head.set(Some(h));
+                }
+                Verdict::Answer {
+                    body,
+                    value,
+                    is_error: false,
                 }
             }
-            v => v,
         }
-    }
-}
-
-/// The head height an answer reveals, if any.
-pub(crate) fn revealed_head(info: &MethodInfo, latest: bool, result: &[u8]) -> Option<u64> {
-    match info.head {
-        HeadHint::ResultIsHead => hex_quantity(result),
-        HeadHint::BlockNumberField if latest => object_field(result, "number").and_then(hex_quantity),
-        _ => None,
     }
 }

@@ -195,6 +195,15 @@ impl NetworkLive {
     /// (so one provider's words move only its own standing); with none, nothing changes. `None` when the
     /// error is not one of those, or nothing changed.
     pub fn told_behind(&self, p: ProviderId, error: &[u8], now_ms: u64) -> Option<Told> {
+        let told = self.told_behind_quietly(p, error, now_ms)?;
+        if told.newly {
+            tracing::warn!(network = %self.names.network, provider = %self.provider_name(p), behind = told.behind,
+                "provider says it is behind; excluded until its next probe says otherwise");
+        }
+        Some(told)
+    }
+
+    fn told_behind_quietly(&self, p: ProviderId, error: &[u8], now_ms: u64) -> Option<Told> {
         let rule = self.slots.as_ref()?;
         let behind = slots_behind(error)?;
         let side = rule.side.get(p.index()).copied().unwrap_or(0);

@@ -163,9 +163,8 @@ pub struct RoutePolicy {
     pub logs: LogsSettings,
     /// Blocks below the head a cached answer must be to be kept (`cache_depth_blocks`).
     pub cache_depth: u64,
-    /// A Solana network: probed with `getHealth`, and its slots are not one chain's heads (the base layer and
-    /// each ER run their own clocks), so they feed no drift.
-    pub solana: bool,
+    /// The chain's rules (`core::chain`): how answers show heights, which errors mean what.
+    pub chain: &'static dyn crate::chain::ChainRules,
 }
 
 /// How a network's upstream WebSockets are reached.
@@ -348,28 +347,13 @@ impl NetworkRoute {
 
     /// Whose error codes this network's providers speak.
     pub fn dialect(&self) -> crate::judge::classify::Dialect {
-        if self.policy.solana {
-            crate::judge::classify::Dialect::Solana
-        } else {
-            crate::judge::classify::Dialect::Evm
-        }
+        self.policy.chain.dialect()
     }
 
     pub fn next_rotation(&self) -> usize {
         let r = self.turns.rotation.get();
         self.turns.rotation.set(r.wrapping_add(1));
         r
-    }
-
-    /// Provider `i` answered `error`: when it is "Node is behind by N slots", it leaves rotation
-    /// (`NetworkLive::told_behind`, `core::live::slots`), said once in the log.
-    pub fn note_behind(&self, i: ProviderId, error: &[u8], now_ms: u64) {
-        if let Some(told) = self.live.told_behind(i, error, now_ms) {
-            if told.newly {
-                tracing::warn!(network = %self.name, provider = %self.upstreams[i].name, behind = told.behind,
-                    "provider says it is behind; excluded until its next probe says otherwise");
-            }
-        }
     }
 
     /// The next rotation for a call with `strategy` (see `round_robin`).

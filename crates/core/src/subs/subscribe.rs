@@ -111,7 +111,7 @@ impl SubHub {
 
     /// Makes sure the `["newHeads"]` topic exists, and keeps it without subscribers: the heads feed.
     fn keep_heads_for(route: &Rc<NetworkRoute>) {
-        if route.policy.solana {
+        if !route.policy.chain.single_chain() {
             return;
         }
         let existing = route.shard.subs.heads.borrow().clone();
