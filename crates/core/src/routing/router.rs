@@ -312,7 +312,7 @@ fn quota_burn(s: &ProviderStatic, live: &NetworkLive, health: &NetworkHealth, i:
 }
 
 /// A candidate's score; `latency` is its normalized latency (0..1, its cost over the candidates' highest).
-#[inline]
+#[inline(always)]
 fn score(pool: &Pool<'_>, w: &Weights, family: Family, i: ProviderId, latency: f64) -> f64 {
     let err = pool
         .health
