@@ -73,6 +73,21 @@ impl BaseLink {
 }
 
 impl SolanaRoute {
+    /// Reads `account` from the base layer (`getAccountInfo`, base64, `confirmed`): Prism's own reads of
+    /// delegation records and address lookup tables.
+    pub async fn read_base_account(self: &Rc<Self>, account: &Pubkey, deadline: Instant) -> CallOutcome {
+        let params = format!(r#"["{account}",{{"encoding":"base64","commitment":"confirmed"}}]"#);
+        self.call_on(
+            Dest::Base,
+            READ,
+            "getAccountInfo",
+            Some(params.as_bytes()),
+            &Caller::default(),
+            deadline,
+        )
+        .await
+    }
+
     /// Sends `method(params)` to one side, through the normal routing path (breakers, retries, pools).
     pub async fn call_on(
         &self,
@@ -198,20 +213,7 @@ impl SolanaRoute {
     pub async fn refresh(self: &Rc<Self>, entry: &Rc<Entry>, deadline: Instant) -> Result<(), ProxyError> {
         entry.fetching.set(true);
         self.route.shard.recorder.metrics().solana(SolanaMetric::RecordReads, 1);
-        let params = format!(
-            r#"["{}",{{"encoding":"base64","commitment":"confirmed"}}]"#,
-            entry.record_pda
-        );
-        let outcome = self
-            .call_on(
-                Dest::Base,
-                READ,
-                "getAccountInfo",
-                Some(params.as_bytes()),
-                &Caller::default(),
-                deadline,
-            )
-            .await;
+        let outcome = self.read_base_account(&entry.record_pda, deadline).await;
         entry.fetching.set(false);
         let result = match outcome {
             CallOutcome::Answer {

@@ -42,7 +42,7 @@ use crate::judge::judge;
 use crate::live::inflight::Pressure;
 use crate::reuse::cache::named_block;
 use crate::routing::route::{Heard, NetworkRoute};
-use crate::routing::router::{choose, Ask, Choice, Draw, Pool};
+use crate::routing::router::{choose, Ask, Choice, Draw};
 use prism_wire::rpc::methods::{HeadHint, Kind, MethodInfo};
 
 pub use crate::call::outcome::{CallOutcome, Caller, How, ProxyError, Source, TxRef, WRITE_OUTCOME_UNKNOWN};
@@ -143,13 +143,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
             let mut pressure = route.turns.pressure.borrow_mut();
             self.ask.stalled = route.pressure(cx.info.family, now, &mut pressure);
             choose(
-                &Pool {
-                    statics: &route.statics,
-                    live: &route.live,
-                    health: &route.live.health.load(),
-                    pressure: &pressure,
-                    now_ms: now,
-                },
+                &route.pool(&route.live.health.load(), &pressure, now),
                 &self.ask,
                 Draw {
                     rotation: route.next_rotation_for(cx.caller.strategy),
@@ -347,13 +341,7 @@ impl<'r, 'c, E: Exchange> Attempts<'r, 'c, E> {
     }
     fn all_down(&self, now: u64) -> CallOutcome {
         match choose(
-            &Pool {
-                statics: &self.route.statics,
-                live: &self.route.live,
-                health: &self.route.live.health.load(),
-                pressure: &Pressure::NONE,
-                now_ms: now,
-            },
+            &self.route.pool(&self.route.live.health.load(), &Pressure::NONE, now),
             &Ask {
                 exclude: !self.cx.caller.providers,
                 ..self.ask
@@ -434,13 +422,7 @@ fn filter_home(route: &NetworkRoute, ask: &Ask, now: u64) -> Choice {
         }
     }
     choose(
-        &Pool {
-            statics: &route.statics,
-            live,
-            health: &live.health.load(),
-            pressure: &Pressure::NONE,
-            now_ms: now,
-        },
+        &route.pool(&live.health.load(), &Pressure::NONE, now),
         ask,
         Draw { rotation: 0, dice: 0.0 },
     )

@@ -9,7 +9,7 @@ use prism_wire::rpc::ProviderId;
 
 use crate::call::attempts::Attempts;
 use crate::call::exchange::Exchange;
-use crate::routing::router::{choose, Choice, Draw, Pool};
+use crate::routing::router::{choose, Choice, Draw};
 use prism_wire::rpc::methods::Kind;
 
 /// One (possibly hedged) exchange.
@@ -123,13 +123,7 @@ impl<E: Exchange> Attempts<'_, '_, E> {
         let mut pressure = route.turns.pressure.borrow_mut();
         ask.stalled = route.pressure(self.cx.info.family, now, &mut pressure);
         match choose(
-            &Pool {
-                statics: &route.statics,
-                live: &route.live,
-                health: &route.live.health.load(),
-                pressure: &pressure,
-                now_ms: now,
-            },
+            &route.pool(&route.live.health.load(), &pressure, now),
             &ask,
             Draw {
                 rotation: route.next_rotation(),

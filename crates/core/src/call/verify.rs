@@ -37,7 +37,7 @@ use crate::call::logs::range::{sub_params, Span};
 use crate::call::outcome::{CallOutcome, Caller, ProxyError};
 use crate::judge::classify::{classify_rpc_error_in, Class};
 use crate::routing::route::{Heard, NetworkRoute};
-use crate::routing::router::{choose, Ask, Choice, Draw, Pool};
+use crate::routing::router::{choose, Ask, Choice, Draw};
 
 pub use crate::call::outcome::{DISAGREEMENT, SHORT_OF_QUORUM};
 pub use crate::call::verify_rule::{VerifyRule, MAX_QUORUM};
@@ -422,13 +422,7 @@ fn ranked(route: &NetworkRoute, caller: &Caller, family: Family, now: u64) -> Ve
     ask.stalled = route.pressure(family, now, &mut pressure);
     let mut order = Vec::new();
     while let Choice::Provider(p) = choose(
-        &Pool {
-            statics: &route.statics,
-            live,
-            health: &health,
-            pressure: &pressure,
-            now_ms: now,
-        },
+        &route.pool(&health, &pressure, now),
         &ask,
         Draw {
             rotation: route.next_rotation(),

@@ -15,7 +15,7 @@ use crate::live::inflight::{Flight, FlightGuard, Pressure};
 use crate::live::state::NetworkLive;
 use crate::reuse::cache::ResultCache;
 use crate::reuse::dedupe::InFlight;
-use crate::routing::router::ProviderStatic;
+use crate::routing::router::{Pool, ProviderStatic};
 use crate::subs::hub::SubHub;
 use prism_config::Endpoint;
 use prism_config::RetryPolicy;
@@ -23,6 +23,7 @@ use prism_runtime::Shutdown;
 use prism_telemetry::cause::{warn_change, Origin, Reason};
 use prism_telemetry::metrics::AttemptResult;
 use prism_telemetry::recorder::{Attempt, Recorder};
+use prism_telemetry::snapshot::NetworkHealth;
 use prism_transport::UpstreamPool;
 use prism_wire::rpc::methods::{Declared, Family};
 use prism_wire::rpc::ProviderId;
@@ -343,6 +344,17 @@ impl NetworkRoute {
                 .credits(self.index, key as usize, i, self.upstreams.len(), u64::from(cost));
         }
         Ok(())
+    }
+
+    /// The pool as this shard sees it now, for `choose` (`health`: the snapshot the caller loaded).
+    pub fn pool<'a>(&'a self, health: &'a NetworkHealth, pressure: &'a Pressure, now_ms: u64) -> Pool<'a> {
+        Pool {
+            statics: &self.statics,
+            live: &self.live,
+            health,
+            pressure,
+            now_ms,
+        }
     }
 
     /// Whose error codes this network's providers speak.

@@ -211,17 +211,7 @@ async fn lookup_table(
             return Ok(t.clone());
         }
     }
-    let params = format!(r#"["{table}",{{"encoding":"base64","commitment":"confirmed"}}]"#);
-    let out = sol
-        .call_on(
-            Dest::Base,
-            READ,
-            "getAccountInfo",
-            Some(params.as_bytes()),
-            &Caller::default(),
-            deadline,
-        )
-        .await;
+    let out = sol.read_base_account(&table, deadline).await;
     let Some(result) = result_of(&out) else {
         return Err(match out {
             CallOutcome::Failed(e) => CallOutcome::Failed(e),

@@ -55,6 +55,21 @@ fn live(n: usize) -> Arc<NetworkLive> {
     NetworkLive::new(&network(n), &BreakerPolicy::default(), 0)
 }
 
+/// The pool `choose` reads, with nothing in flight.
+fn idle<'a>(statics: &'a [ProviderStatic], live: &'a NetworkLive, health: &'a NetworkHealth, now_ms: u64) -> Pool<'a> {
+    Pool {
+        statics,
+        live,
+        health,
+        pressure: &Pressure::NONE,
+        now_ms,
+    }
+}
+
+fn draw(rotation: usize, dice: f64) -> Draw {
+    Draw { rotation, dice }
+}
+
 #[test]
 fn score_prefers_fast_and_healthy() {
     let l = live(3);
@@ -62,17 +77,7 @@ fn score_prefers_fast_and_healthy() {
     // p1 is fastest but fails half its calls; p2 wins.
     for r in 0..10 {
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1
-                },
-                &ask(),
-                Draw { rotation: r, dice: 0.5 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 1), &ask(), draw(r, 0.5)),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -83,19 +88,7 @@ fn near_ties_share_traffic() {
     let l = live(3);
     let h = health(&[10_000, 10_100, 50_000], &[(1, 0), (1, 0), (1, 0)]);
     let picks: Vec<_> = (0..4)
-        .map(|r| {
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1,
-                },
-                &ask(),
-                Draw { rotation: r, dice: 0.5 },
-            )
-        })
+        .map(|r| choose(&idle(&statics(3), &l, &h, 1), &ask(), draw(r, 0.5)))
         .collect();
     assert!(
         picks.contains(&Choice::Provider(ProviderId::new(0))) && picks.contains(&Choice::Provider(ProviderId::new(1)))
@@ -116,17 +109,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     for r in 0..5 {
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 10
-                },
-                &ask(),
-                Draw { rotation: r, dice: 0.3 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 10), &ask(), draw(r, 0.3)),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -134,17 +117,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         exclude: 1 << 2,
         ..ask()
     };
-    match choose(
-        &Pool {
-            statics: &statics(3),
-            live: &l,
-            health: &h,
-            pressure: &Pressure::NONE,
-            now_ms: 10,
-        },
-        &a,
-        Draw { rotation: 0, dice: 0.3 },
-    ) {
+    match choose(&idle(&statics(3), &l, &h, 10), &a, draw(0, 0.3)) {
         Choice::AllDown { open, retry_after_ms } => {
             assert_eq!(open, 1);
             assert_eq!(retry_after_ms, 15_000 - 6);
@@ -156,17 +129,7 @@ fn open_breakers_drift_and_exclusions_are_skipped() {
         ..ask()
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 10
-            },
-            &a,
-            Draw { rotation: 0, dice: 0.3 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 10), &a, draw(0, 0.3)),
         Choice::Exhausted
     );
 }
@@ -181,17 +144,7 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
     };
     for r in 0..6 {
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1
-                },
-                &stalled,
-                Draw { rotation: r, dice: 0.5 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 1), &stalled, draw(r, 0.5)),
             Choice::Provider(ProviderId::new(2))
         );
     }
@@ -201,17 +154,7 @@ fn a_stalled_provider_is_used_only_when_nothing_else_is() {
         ..ask()
     };
     assert!(matches!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &all,
-            Draw { rotation: 0, dice: 0.5 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &all, draw(0, 0.5)),
         Choice::Provider(_)
     ));
 }
@@ -270,32 +213,12 @@ fn overflow_only_when_nothing_else() {
     s[0].overflow = true;
     let h = health(&[1, 100_000], &[(0, 0), (0, 0)]);
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &s,
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &ask(),
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&s, &l, &h, 1), &ask(), draw(0, 0.0)),
         Choice::Provider(ProviderId::new(1))
     );
     l.providers()[1].park_until(1_000);
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &s,
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &ask(),
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&s, &l, &h, 1), &ask(), draw(0, 0.0)),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -309,33 +232,13 @@ fn high_water_mark_keeps_deep_providers() {
     let h = health(&[50, 1, 1], &[(0, 0), (0, 0), (0, 0)]);
     let a = Ask { min_head: 99, ..ask() };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &a,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &a, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody reaches the mark: the deepest is used.
     let a = Ask { min_head: 500, ..ask() };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &a,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &a, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(0))
     );
     let a = Ask {
@@ -344,17 +247,7 @@ fn high_water_mark_keeps_deep_providers() {
         ..ask()
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &a,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &a, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(1))
     );
 }
@@ -369,19 +262,7 @@ fn strategies_use_the_same_candidates() {
         ..ask()
     };
     let picks: Vec<_> = (0..4)
-        .map(|r| {
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1,
-                },
-                &rr,
-                Draw { rotation: r, dice: 0.0 },
-            )
-        })
+        .map(|r| choose(&idle(&statics(3), &l, &h, 1), &rr, draw(r, 0.0)))
         .collect();
     assert_eq!(
         picks,
@@ -397,20 +278,7 @@ fn strategies_use_the_same_candidates() {
         ..ask()
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &random,
-            Draw {
-                rotation: 0,
-                dice: 0.99
-            }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &random, draw(0, 0.99)),
         Choice::Provider(ProviderId::new(1))
     );
     let weighted = Ask {
@@ -421,20 +289,7 @@ fn strategies_use_the_same_candidates() {
     s[0].weight = 3.0;
     let zeros = (0..1000)
         .filter(|k| {
-            choose(
-                &Pool {
-                    statics: &s,
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1,
-                },
-                &weighted,
-                Draw {
-                    rotation: 0,
-                    dice: *k as f64 / 1000.0,
-                },
-            ) == Choice::Provider(ProviderId::new(0))
+            choose(&idle(&s, &l, &h, 1), &weighted, draw(0, *k as f64 / 1000.0)) == Choice::Provider(ProviderId::new(0))
         })
         .count();
     assert!((700..=800).contains(&zeros), "{zeros}");
@@ -457,47 +312,17 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     for r in 0..8 {
         // Below both floors: only the archive node p2, slow as it is.
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1
-                },
-                &at(400),
-                Draw { rotation: r, dice: 0.0 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 1), &at(400), draw(r, 0.0)),
             Choice::Provider(ProviderId::new(2))
         );
         // Between them: p1 has it and beats p2.
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1
-                },
-                &at(700),
-                Draw { rotation: r, dice: 0.0 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 1), &at(700), draw(r, 0.0)),
             Choice::Provider(ProviderId::new(1))
         );
         // Above every floor: by score.
         assert_eq!(
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1
-                },
-                &at(5_000),
-                Draw { rotation: r, dice: 0.0 }
-            ),
+            choose(&idle(&statics(3), &l, &h, 1), &at(5_000), draw(r, 0.0)),
             Choice::Provider(ProviderId::new(0))
         );
     }
@@ -505,17 +330,7 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
     let mut st = statics(3);
     st[2].overflow = true;
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &st,
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &at(400),
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&st, &l, &h, 1), &at(400), draw(0, 0.0)),
         Choice::Provider(ProviderId::new(2))
     );
     // Nobody else usable: the pruned ones are still asked (their answer may say more than nothing).
@@ -524,17 +339,7 @@ fn a_read_below_a_providers_floor_goes_to_one_that_has_the_block_first() {
         ..at(400)
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &a,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &a, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(0))
     );
 }
@@ -557,19 +362,7 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     let picks: Vec<_> = (0..6)
-        .map(|r| {
-            choose(
-                &Pool {
-                    statics: &statics(3),
-                    live: &l,
-                    health: &h,
-                    pressure: &Pressure::NONE,
-                    now_ms: 1,
-                },
-                &a,
-                Draw { rotation: r, dice: 0.0 },
-            )
-        })
+        .map(|r| choose(&idle(&statics(3), &l, &h, 1), &a, draw(r, 0.0)))
         .collect();
     assert!(!picks.contains(&Choice::Provider(ProviderId::new(0))), "{picks:?}");
     assert!(
@@ -581,17 +374,7 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &f,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &f, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(0))
     );
     // Nobody at the wanted value: the highest.
@@ -601,17 +384,7 @@ fn a_tag_read_prefers_providers_at_or_above_the_wanted_tag() {
         ..ask()
     };
     assert_eq!(
-        choose(
-            &Pool {
-                statics: &statics(3),
-                live: &l,
-                health: &h,
-                pressure: &Pressure::NONE,
-                now_ms: 1
-            },
-            &high,
-            Draw { rotation: 0, dice: 0.0 }
-        ),
+        choose(&idle(&statics(3), &l, &h, 1), &high, draw(0, 0.0)),
         Choice::Provider(ProviderId::new(2))
     );
 }
