@@ -1,9 +1,9 @@
 //! The magic router's pure pieces: how a `getMultipleAccounts` is split by side (`group`, `part_params`),
-//! how the parts' answers are read (`context_and_values`, `result_of`, `error_message`) and merged back in
+//! how the parts' answers are read (`context_and_values`, `CallOutcome::result_value`, `error_message`) and merged back in
 //! the client's order with one context (`merged`), and how params are read (`keys_param`, `param_str`).
 
 use super::params::{keys_param, param_str};
-use super::reply::{error_message, result_of};
+use super::reply::error_message;
 use super::split::{context_and_values, group, merged, part_params};
 use crate::net::Dest;
 use crate::pubkey::Pubkey;
@@ -212,13 +212,16 @@ fn param_str_reads_plain_strings_only() {
 #[test]
 fn result_of_is_the_result_value_of_a_successful_answer_only() {
     let ok = answer(r#"{"context":{"slot":1},"value":null}"#, false);
-    assert_eq!(result_of(&ok), Some(&br#"{"context":{"slot":1},"value":null}"#[..]));
-    let err = answer(r#"{"code":-32602,"message":"bad"}"#, true);
-    assert_eq!(result_of(&err), None);
-    let failed = CallOutcome::Failed(ProxyError::Unsupported("x"));
-    assert_eq!(result_of(&failed), None);
     assert_eq!(
-        result_of(&CallOutcome::result(b"\"made\"".to_vec())),
+        CallOutcome::result_value(&ok),
+        Some(&br#"{"context":{"slot":1},"value":null}"#[..])
+    );
+    let err = answer(r#"{"code":-32602,"message":"bad"}"#, true);
+    assert_eq!(CallOutcome::result_value(&err), None);
+    let failed = CallOutcome::Failed(ProxyError::Unsupported("x"));
+    assert_eq!(CallOutcome::result_value(&failed), None);
+    assert_eq!(
+        CallOutcome::result_value(&CallOutcome::result(b"\"made\"".to_vec())),
         Some(&b"\"made\""[..])
     );
 }

@@ -29,7 +29,7 @@ use super::subs_hub::{topic_key, value_hash, Gap, Held, Link, Subject, Topic, Up
 use super::sync::READ;
 use super::table::Status;
 use super::SolanaRoute;
-use prism_core::call::outcome::{CallOutcome, Caller, ProxyError};
+use prism_core::call::outcome::{Caller, ProxyError};
 use prism_runtime::{sleep, spawn};
 use prism_telemetry::metrics::SolanaMetric;
 use prism_wire::jsonscan::{nth_element, object_field, plain_str, plain_u64};
@@ -403,7 +403,7 @@ async fn signature_caught_up(sol: &Rc<SolanaRoute>, topic: &Rc<Topic>) {
             deadline,
         )
         .await;
-    let Some(result) = answer(&out) else { return };
+    let Some(result) = out.result_value() else { return };
     let slot = object_field(result, "context")
         .and_then(|c| object_field(c, "slot"))
         .and_then(plain_u64)
@@ -462,18 +462,5 @@ impl SolanaRoute {
                 self.deliver(topic, dest, br#""accountNotification""#, &note);
             }
         }
-    }
-}
-
-/// A successful answer's `result`.
-fn answer(out: &CallOutcome) -> Option<&[u8]> {
-    match out {
-        CallOutcome::Answer {
-            body,
-            value,
-            is_error: false,
-            ..
-        } => Some(&body[value.clone()]),
-        _ => None,
     }
 }

@@ -209,18 +209,6 @@ fn run(route: &NetworkRoute, script: &Script, method: &str, params: &str, within
     futures_lite::future::block_on(forward_with(script, route, &cx))
 }
 
-fn result_of(out: &CallOutcome) -> Option<&[u8]> {
-    match out {
-        CallOutcome::Answer {
-            body,
-            value,
-            is_error: false,
-            ..
-        } => Some(&body[value.clone()]),
-        _ => None,
-    }
-}
-
 fn is_open(route: &NetworkRoute, p: usize) -> bool {
     !route.live.providers()[p].breaker.is_closed()
 }
@@ -236,7 +224,7 @@ fn a_read_moves_on_after_a_5xx_and_the_failing_provider_is_counted() {
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![Reply::Http(503, PAGE_503), Reply::Http(200, RESULT)]);
     let out = run(&route, &script, "eth_getBalance", r#"["0x1","latest"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert_eq!(script.to(), [0, 1]);
     assert!(is_open(&route, 0) && !is_open(&route, 1));
 }
@@ -246,7 +234,7 @@ fn an_answer_to_another_call_is_never_handed_over() {
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![Reply::WrongId, Reply::Http(200, RESULT)]);
     let out = run(&route, &script, "eth_chainId", "[]", 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert_eq!(script.to(), [0, 1]);
     assert!(is_open(&route, 0), "a broken answer is the provider's failure");
 }
@@ -283,7 +271,7 @@ fn a_write_moves_on_only_when_not_one_byte_was_sent() {
     ]);
     let out = run(&route, &script, "eth_sendRawTransaction", RAW_TX, 10 * SECOND);
     assert_eq!(script.to(), [0, 1]);
-    assert_eq!(result_of(&out), Some(&b"\"0xabc\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0xabc\""[..]));
 }
 
 #[test]
@@ -323,7 +311,7 @@ fn an_unknown_error_blames_the_first_provider_only_when_another_answers_a_result
     let route = route(2, no_jitter(3));
     let script = Script::new(vec![Reply::Http(200, UNKNOWN), Reply::Http(200, RESULT)]);
     let out = run(&route, &script, "eth_call", r#"[{"to":"0x1"},"latest"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert_eq!(script.to(), [0, 1]);
     assert!(
         is_open(&route, 0),
@@ -368,7 +356,7 @@ fn retries_back_off_exponentially_on_the_clock() {
         Reply::Http(200, RESULT),
     ]);
     let out = run(&route, &script, "eth_getBalance", r#"["0x1","latest"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     let at: Vec<_> = script.sent().iter().map(|s| s.at).collect();
     assert_eq!(
         at,
@@ -404,7 +392,7 @@ fn each_attempt_gets_a_share_of_what_is_left() {
     let route = route(3, no_jitter(3));
     let script = Script::new(vec![Reply::Hang, Reply::Hang, Reply::Http(200, RESULT)]);
     let out = run(&route, &script, "eth_getBalance", r#"["0x1","latest"]"#, 3 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     let sent = script.sent();
     assert_eq!(
         sent[0].deadline, SECOND,
@@ -451,7 +439,7 @@ fn retry_on_decides_which_failures_are_tried_again() {
         },
     );
     let out = run(&route, &timeout, "eth_getBalance", r#"["0x1","latest"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert_eq!(timeout.to(), [0, 1]);
 }
 
@@ -463,7 +451,7 @@ fn prisms_own_connection_cap_moves_the_call_without_blaming_anyone() {
         Reply::Http(200, RESULT),
     ]);
     let out = run(&route, &script, "eth_getBalance", r#"["0x1","latest"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert!(!is_open(&route, 0), "the cap is Prism's, not the provider's");
 }
 
@@ -483,7 +471,7 @@ fn a_head_below_the_clients_mark_is_never_answered() {
         "a lagging answer sends the call to another provider"
     );
     // Both behind: the mark itself is a height the chain has reached.
-    assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x100\""[..]));
     assert_eq!(
         route.live.providers()[0]
             .heads
@@ -538,7 +526,7 @@ fn a_latest_read_is_held_to_the_head_the_pool_showed_lately_even_with_no_mark() 
         Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":"0x81"}"#),
     ]);
     let out = run(&route, &script, "eth_blockNumber", "[]", 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x100\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x100\""[..]));
     assert_eq!(route.live.marks.get(caller.mark), 0x100);
 }
 
@@ -550,7 +538,7 @@ fn a_light_read_flooding_the_response_limit_is_the_providers_failure() {
         Reply::Http(200, RESULT),
     ]);
     let out = run(&route, &script, "eth_blockNumber", "[]", 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert!(is_open(&route, 0));
 }
 
@@ -565,7 +553,7 @@ fn no_data_deep_in_history_teaches_a_floor_and_the_next_read_goes_elsewhere_firs
     let script = Script::new(vec![Reply::Http(200, MISSING_TRIE), Reply::Http(200, RESULT)]);
     // 0x1f40 = 8 000: far below both heads.
     let out = run(&route, &script, "eth_getBalance", r#"["0x1","0x1f40"]"#, 10 * SECOND);
-    assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     assert_eq!(script.to(), [0, 1]);
     assert_eq!(route.live.providers()[0].floor.get(), 8_001);
     assert!(!is_open(&route, 0), "lacking history is no failure");
@@ -603,7 +591,7 @@ fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
         10 * SECOND,
     );
     assert_eq!(script.to(), [0, 1], "the lagging provider's answer is not the client's");
-    assert_eq!(result_of(&out), Some(&br#"{"number":"0x101"}"#[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&br#"{"number":"0x101"}"#[..]));
     assert_eq!(route.live.marks.get(finalized), 0x101, "the tag's mark rose");
     assert_eq!(route.live.marks.get(caller.mark), 0x1f0, "the latest mark is its own");
     assert_eq!(
@@ -624,7 +612,7 @@ fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
         r#"["finalized",false]"#,
         10 * SECOND,
     );
-    assert!(result_of(&out).is_none());
+    assert!(CallOutcome::result_value(&out).is_none());
     // A number above any head the pool believes is never answered, nor raises the mark.
     let script = Script::new(vec![
         Reply::Http(200, r#"{"jsonrpc":"2.0","id":{id},"result":{"number":"0xffffff"}}"#),
@@ -637,7 +625,7 @@ fn a_finalized_block_below_the_callers_tag_mark_is_never_answered() {
         r#"["finalized",false]"#,
         10 * SECOND,
     );
-    assert_eq!(result_of(&out), Some(&br#"{"number":"0x102"}"#[..]));
+    assert_eq!(CallOutcome::result_value(&out), Some(&br#"{"number":"0x102"}"#[..]));
     assert_eq!(route.live.marks.get(finalized), 0x102);
 }
 
@@ -653,7 +641,7 @@ fn a_read_leaves_a_provider_whose_call_in_flight_is_far_older_than_usual() {
             &format!(r#"[{{"to":"0x{n}"}},"latest"]"#),
             SECOND,
         );
-        assert_eq!(result_of(&out), Some(&b"\"0x2a\""[..]));
+        assert_eq!(CallOutcome::result_value(&out), Some(&b"\"0x2a\""[..]));
     };
     // Idle providers share reads in rotation: p1, then p2 ...
     read(1);

@@ -95,6 +95,19 @@ impl CallOutcome {
     pub fn result(value: Vec<u8>) -> CallOutcome {
         CallOutcome::whole(value, false)
     }
+
+    /// The `result` value of a successful answer; `None` for an error object or a failure.
+    pub fn result_value(&self) -> Option<&[u8]> {
+        match self {
+            CallOutcome::Answer {
+                body,
+                value,
+                is_error: false,
+                ..
+            } => Some(&body[value.clone()]),
+            _ => None,
+        }
+    }
 }
 
 /// Why Prism could not get an answer. A provider is named by its [`ProviderId`] in the network's route (no

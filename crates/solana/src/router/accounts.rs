@@ -10,7 +10,7 @@ use prism_core::call::outcome::{CallOutcome, Caller};
 use prism_wire::jsonscan::{nth_element, object_field};
 
 use super::params::{keys_in, keys_param, param_str};
-use super::reply::{answer_slot, error_message, invalid, local, result_of};
+use super::reply::{answer_slot, error_message, invalid, local};
 use super::side::{dest_of, dest_of_accounts, owned_by_program, repaired_dest};
 use super::split::{bad_part, context_and_values, group, merged, part_params};
 use crate::net::Dest;
@@ -41,7 +41,7 @@ pub(super) async fn by_account(
     match dest {
         Dest::Base => {
             let wrong_side = match method {
-                "getAccountInfo" => result_of(&out)
+                "getAccountInfo" => CallOutcome::result_value(&out)
                     .and_then(|r| object_field(r, "value"))
                     .is_some_and(|v| owned_by_program(sol, v))
                     .then(|| Some(answer_slot(&out).unwrap_or(0))),
@@ -62,10 +62,10 @@ pub(super) async fn by_account(
         Dest::Er(_) => {
             // Not on the ER (undelegated meanwhile): the base layer has it.
             let missing = method == "getAccountInfo"
-                && result_of(&out).and_then(|r| object_field(r, "value")) == Some(&b"null"[..]);
+                && CallOutcome::result_value(&out).and_then(|r| object_field(r, "value")) == Some(&b"null"[..]);
             if missing {
                 let base = sol.call_on(Dest::Base, READ, method, params, caller, deadline).await;
-                if result_of(&base).is_some() {
+                if CallOutcome::result_value(&base).is_some() {
                     return base;
                 }
             }
@@ -95,10 +95,10 @@ async fn split_and_merge(
     let mut values: Vec<Option<Vec<u8>>> = vec![None; items.len()];
     let mut context: Option<Vec<u8>> = None;
     for ((dest, idx), out) in groups.iter().zip(&parts) {
-        let Some(result) = result_of(out) else {
+        let Some(result) = CallOutcome::result_value(out) else {
             return parts
                 .into_iter()
-                .find(|o| result_of(o).is_none())
+                .find(|o| CallOutcome::result_value(o).is_none())
                 .expect("an unsuccessful part");
         };
         let Some((ctx, vals)) = context_and_values(result) else {
@@ -152,7 +152,7 @@ pub(super) async fn multiple_accounts(
         split_and_merge(sol, &items, config, &groups, caller, deadline).await
     };
     // Base-layer copies owned by the delegation program were served from the wrong side: reroute those.
-    let wrong: Vec<usize> = match result_of(&out).and_then(context_and_values) {
+    let wrong: Vec<usize> = match CallOutcome::result_value(&out).and_then(context_and_values) {
         Some((_, values)) if values.len() == keys.len() => (0..keys.len())
             .filter(|&i| dests[i] == Dest::Base && owned_by_program(sol, values[i]))
             .collect(),

@@ -10,7 +10,7 @@ use prism_core::live::marks::MarkKey;
 use prism_wire::jsonscan::{nth_element, object_field, plain_str};
 
 use super::params::{keys_param, param_str};
-use super::reply::{invalid, local, result_of};
+use super::reply::{invalid, local};
 use super::side::dest_of_writes;
 use crate::net::Dest;
 use crate::sync::READ;
@@ -32,7 +32,9 @@ pub fn caller_chain(sol: &SolanaRoute, caller: &Caller) -> Dest {
 }
 
 fn remember_blockhash(sol: &SolanaRoute, caller: &Caller, dest: Dest, out: &CallOutcome) {
-    let Some(result) = result_of(out) else { return };
+    let Some(result) = CallOutcome::result_value(out) else {
+        return;
+    };
     let hash = object_field(result, "value")
         .and_then(|v| object_field(v, "blockhash"))
         .and_then(plain_str);
@@ -109,7 +111,7 @@ pub(super) async fn blockhash_for_accounts(
         .call_on(dest, READ, "getLatestBlockhash", Some(&inner), caller, deadline)
         .await;
     remember_blockhash(sol, caller, dest, &out);
-    match result_of(&out).and_then(|r| object_field(r, "value")) {
+    match CallOutcome::result_value(&out).and_then(|r| object_field(r, "value")) {
         Some(value) if value.first() == Some(&b'{') => local(value.to_vec()),
         // An error, or an answer without a value object: as the node sent it.
         _ => out,

@@ -19,19 +19,6 @@ pub(super) fn local(result: Vec<u8>) -> CallOutcome {
     CallOutcome::result(result)
 }
 
-/// The `result` of a successful answer.
-pub(super) fn result_of(out: &CallOutcome) -> Option<&[u8]> {
-    match out {
-        CallOutcome::Answer {
-            body,
-            value,
-            is_error: false,
-            ..
-        } => Some(&body[value.clone()]),
-        _ => None,
-    }
-}
-
 /// The raw `message` of an error answer (quotes included).
 pub(super) fn error_message(out: &CallOutcome) -> Option<&[u8]> {
     match out {
@@ -47,7 +34,7 @@ pub(super) fn error_message(out: &CallOutcome) -> Option<&[u8]> {
 
 /// The `context.slot` of a successful answer.
 pub(super) fn answer_slot(out: &CallOutcome) -> Option<u64> {
-    result_of(out)
+    CallOutcome::result_value(out)
         .and_then(|r| object_field(r, "context"))
         .and_then(|c| object_field(c, "slot"))
         .and_then(plain_u64)

@@ -10,7 +10,7 @@ use prism_core::call::outcome::{CallOutcome, Caller};
 use prism_wire::jsonscan::{elements, nth_element, plain_str};
 
 use super::params::param_str;
-use super::reply::{local, result_of};
+use super::reply::local;
 use super::split::{all_dests, bad_part, context_and_values, merged, part_params};
 use crate::net::Dest;
 use crate::sync::READ;
@@ -65,7 +65,7 @@ pub(super) async fn signature_statuses(
     let mut context: Option<Vec<u8>> = None;
     let mut failed: Option<usize> = None;
     for (n, ((dest, idx), out)) in sides.iter().zip(&parts).enumerate() {
-        let Some((ctx, vals)) = result_of(out).and_then(context_and_values) else {
+        let Some((ctx, vals)) = CallOutcome::result_value(out).and_then(context_and_values) else {
             failed.get_or_insert(n);
             continue;
         };
@@ -113,11 +113,14 @@ pub(super) async fn transaction_lookup(
             .map(|d| async move { sol.call_on(d, READ, METHOD, params, caller, deadline).await }),
     )
     .await;
-    if let Some(i) = answers.iter().position(|o| result_of(o).is_some_and(|r| r != b"null")) {
+    if let Some(i) = answers
+        .iter()
+        .position(|o| CallOutcome::result_value(o).is_some_and(|r| r != b"null"))
+    {
         return answers.into_iter().nth(i).expect("index in range");
     }
     // Nothing found: a side that failed must not turn into "not found".
-    match answers.iter().position(|o| result_of(o).is_none()) {
+    match answers.iter().position(|o| CallOutcome::result_value(o).is_none()) {
         Some(i) => answers.into_iter().nth(i).expect("index in range"),
         None => answers.into_iter().next().expect("the base layer is always asked"),
     }

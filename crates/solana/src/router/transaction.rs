@@ -14,7 +14,7 @@ use prism_telemetry::metrics::Submitted;
 use prism_wire::jsonscan::{nth_element, object_field, plain_str};
 
 use super::params::param_str;
-use super::reply::{invalid, local, result_of};
+use super::reply::{invalid, local};
 use super::side::dest_of_writes;
 use crate::methods::{EXECUTE as SIMULATE, SUBMIT};
 use crate::net::Dest;
@@ -159,7 +159,9 @@ async fn settled(
         }
         _ => {}
     }
-    if result_of(&out).is_some() || matches!(out, CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { .. })) {
+    if CallOutcome::result_value(&out).is_some()
+        || matches!(out, CallOutcome::Failed(ProxyError::WriteOutcomeUnknown { .. }))
+    {
         sol.net.signatures.put(sig.as_str(), dest.code());
     }
     out
@@ -185,7 +187,7 @@ async fn signature_landed(sol: &Rc<SolanaRoute>, dest: Dest, sig: &str, caller: 
                 deadline,
             )
             .await;
-        let status = result_of(&out)
+        let status = CallOutcome::result_value(&out)
             .and_then(|r| object_field(r, "value"))
             .and_then(|v| nth_element(v, 0));
         if status.is_some_and(|s| s.first() == Some(&b'{')) {
@@ -212,7 +214,7 @@ async fn lookup_table(
         }
     }
     let out = sol.read_base_account(&table, deadline).await;
-    let Some(result) = result_of(&out) else {
+    let Some(result) = CallOutcome::result_value(&out) else {
         return Err(match out {
             CallOutcome::Failed(e) => CallOutcome::Failed(e),
             other => other,
